@@ -1,0 +1,102 @@
+"""Assertions for public tests that explain themselves.
+
+Each failed expectation raises :class:`ProbeFailure`, which says what was
+expected and what happened, and names the pitfalls whose hints the pytest
+plugin should show::
+
+    expect.close(out, torch.softmax(x, -1), what="softmax of a 2-D input",
+                 pitfalls=["softmax-dim0"])
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+
+from coursekit.compare import Mismatch, compare_tensors
+
+
+class ProbeFailure(AssertionError):
+    """A failed expectation: ``what`` was checked, ``expected`` vs ``actual``,
+    and the pitfall ids that typically cause it."""
+
+    def __init__(self, what: str, expected: str, actual: str, pitfalls: Iterable[str] = ()):
+        self.what = what
+        self.expected = expected
+        self.actual = actual
+        self.pitfalls = list(pitfalls)
+        super().__init__(f"{what}\n  expected: {expected}\n  got:      {actual}")
+
+
+def describe(mismatch: Mismatch) -> tuple[str, str]:
+    """(expected, actual) phrases for a mismatch, values included."""
+    if mismatch.kind == "shape":
+        return f"shape {mismatch.expected}", f"shape {mismatch.actual}"
+    if mismatch.kind == "dtype":
+        return f"dtype {mismatch.expected}", f"dtype {mismatch.actual}"
+    if mismatch.kind == "type":
+        return mismatch.expected, f"a {mismatch.actual}"
+    if mismatch.kind == "nan":
+        return mismatch.expected, f"{mismatch.actual}, first at index {mismatch.index}"
+    n_bad, n_total = mismatch.details["n_bad"], mismatch.details["n_total"]
+    return (
+        f"{mismatch.expected} at index {mismatch.index}",
+        f"{mismatch.actual} ({n_bad} of {n_total} values differ, "
+        f"largest difference {mismatch.max_abs_diff:.3g})",
+    )
+
+
+def close(
+    actual: object,
+    expected: torch.Tensor,
+    *,
+    what: str,
+    pitfalls: Iterable[str] = (),
+    atol: float = 1e-5,
+    rtol: float = 1e-4,
+    check_dtype: bool = True,
+) -> None:
+    """``actual`` equals ``expected`` within tolerance, same shape and dtype."""
+    mismatch = compare_tensors(actual, expected, atol=atol, rtol=rtol, check_dtype=check_dtype)
+    if mismatch is not None:
+        exp, act = describe(mismatch)
+        raise ProbeFailure(what, exp, act, pitfalls)
+
+
+def shape(actual: object, expected: tuple[int, ...], *, what: str, pitfalls: Iterable[str] = ()) -> None:
+    """``actual`` is a tensor of exactly this shape."""
+    if type(actual) is not torch.Tensor:
+        raise ProbeFailure(what, f"a torch.Tensor of shape {tuple(expected)}", f"a {type(actual).__name__}", pitfalls)
+    if tuple(actual.shape) != tuple(expected):
+        raise ProbeFailure(what, f"shape {tuple(expected)}", f"shape {tuple(actual.shape)}", pitfalls)
+
+
+def that(condition: bool, *, what: str, expected: str, actual: str, pitfalls: Iterable[str] = ()) -> None:
+    """A property holds; ``expected``/``actual`` describe it in words."""
+    if not condition:
+        raise ProbeFailure(what, expected, actual, pitfalls)
+
+
+def equal(actual: object, expected: object, *, what: str, pitfalls: Iterable[str] = ()) -> None:
+    """Plain values (names, shapes, counts) are equal."""
+    if actual != expected:
+        raise ProbeFailure(what, repr(expected), repr(actual), pitfalls)
+
+
+def modules_registered(hidden_lists: list[str], *, what: str = "sub-modules of your module") -> None:
+    """No sub-module hides in a plain Python list (see
+    :func:`coursekit.probes.modules.hidden_list_modules`)."""
+    that(
+        not hidden_lists, what=what,
+        expected="every layer registered (as an attribute or in an nn.ModuleList)",
+        actual="layers kept in a plain list: " + ", ".join(hidden_lists),
+        pitfalls=["plain-list-layers"],
+    )
+
+
+def gradients_reach_all(reach: dict[str, bool], *, what: str = "gradients after backward()", pitfalls: Iterable[str] = ()) -> None:
+    """Every parameter received a non-zero gradient
+    (see :func:`coursekit.probes.modules.gradient_reach`)."""
+    missing = sorted(name for name, got in reach.items() if not got)
+    that(not missing, what=what, expected="a non-zero gradient for every parameter",
+         actual="no gradient for " + ", ".join(missing), pitfalls=pitfalls)

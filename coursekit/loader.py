@@ -1,0 +1,52 @@
+"""Import an exercise's module from its own folder.
+
+Several exercise folders ship modules with the same name (part B ships the
+earlier exercises' code as working modules), so ``import attention`` must
+mean *this folder's* ``attention.py`` even when another folder's was imported
+earlier in the same pytest session.
+"""
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from types import ModuleType
+
+
+class ExerciseImportError(Exception):
+    """The student's module could not be imported (syntax error, missing
+    file, error at import time). Carries a message meant for the student."""
+
+
+def _forget_foreign_siblings(folder: Path) -> None:
+    """Drop cached modules that share a name with a file in ``folder`` but
+    were loaded from somewhere else."""
+    for path in folder.glob("*.py"):
+        cached = sys.modules.get(path.stem)
+        if cached is None:
+            continue
+        origin = getattr(cached, "__file__", None)
+        if origin is None or Path(origin).resolve().parent != folder:
+            del sys.modules[path.stem]
+
+
+def load_module(folder: Path | str, module_name: str) -> ModuleType:
+    """Import ``folder/module_name.py`` (and let it import its siblings)."""
+    folder = Path(folder).resolve()
+    module_name = module_name.removesuffix(".py")
+    if not (folder / f"{module_name}.py").is_file():
+        raise ExerciseImportError(f"{module_name}.py is missing from {folder.name}/")
+    _forget_foreign_siblings(folder)
+    sys.path.insert(0, str(folder))
+    try:
+        return importlib.import_module(module_name)
+    except SyntaxError as exc:
+        raise ExerciseImportError(
+            f"{module_name}.py has a syntax error on line {exc.lineno}: {exc.msg}"
+        ) from exc
+    except Exception as exc:  # student code: anything can happen at import
+        raise ExerciseImportError(
+            f"importing {module_name}.py raised {type(exc).__name__}: {exc}"
+        ) from exc
+    finally:
+        sys.path.remove(str(folder))

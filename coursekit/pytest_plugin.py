@@ -1,0 +1,140 @@
+"""The pytest plugin behind ``pytest exercises/NN``.
+
+- ``student`` fixture: the exercise's own module, imported from the test's
+  folder (never a same-named module of another exercise).
+- Hints: a failure that matches a known pitfall gets a section with the
+  pitfall's id and its hint in English and Chinese, from ``course.yaml``.
+  A pitfall matches when the failed expectation names it
+  (:class:`coursekit.expect.ProbeFailure`), when the test is marked
+  ``@pytest.mark.pitfalls(...)``, or when the error text matches one of the
+  pitfall's ``error_patterns``.
+- A stub's ``NotImplementedError`` is reported in one line, not a traceback.
+- A progress summary per exercise at the end of the run.
+- ``COURSEKIT_REPORT=path.json`` writes every test's outcome and hint ids
+  (the repository's self-tests read it).
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pytest
+
+from coursekit.course import CourseInfo, exercise_id_of
+from coursekit.expect import ProbeFailure
+from coursekit.loader import ExerciseImportError, load_module
+
+
+@dataclass
+class Outcome:
+    nodeid: str
+    folder: str
+    exercise: str
+    outcome: str  # passed | failed | skipped
+    not_implemented: bool = False
+    pitfalls: list[str] = field(default_factory=list)
+    message: str = ""
+
+
+_OUTCOMES: list[Outcome] = []
+
+
+def _exercise_folder(path: Path) -> Path | None:
+    for folder in [path.parent, *path.parents]:
+        if exercise_id_of(folder):
+            return folder
+    return None
+
+
+def _course(folder: Path) -> CourseInfo:
+    return CourseInfo.near(folder)
+
+
+@pytest.fixture(scope="module")
+def student(request: pytest.FixtureRequest):
+    """The student's module for the exercise this test file belongs to."""
+    test_path = Path(str(request.node.path))
+    folder = _exercise_folder(test_path)
+    if folder is None:
+        pytest.fail(f"{test_path} is not inside an exercise folder (NN_slug/)", pytrace=False)
+    exercise = _course(folder).exercise(exercise_id_of(folder))
+    if exercise is None:
+        pytest.fail(f"exercise {folder.name} is not listed in course.yaml", pytrace=False)
+    try:
+        return load_module(folder, exercise["module"])
+    except ExerciseImportError as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+def _error_text(excinfo: pytest.ExceptionInfo) -> str:
+    return f"{excinfo.type.__name__}: {excinfo.value}"
+
+
+def _pitfalls_for(item: pytest.Item, excinfo: pytest.ExceptionInfo, folder: Path) -> list[str]:
+    found: list[str] = []
+    if isinstance(excinfo.value, ProbeFailure):
+        found += excinfo.value.pitfalls
+    for mark in item.iter_markers("pitfalls"):
+        found += list(mark.args)
+    found += _course(folder).pitfalls_matching_error(exercise_id_of(folder), _error_text(excinfo))
+    return list(dict.fromkeys(found))  # unique, in order
+
+
+def _stub_location(excinfo: pytest.ExceptionInfo) -> str:
+    entry = excinfo.traceback[-1]
+    return f"{Path(str(entry.path)).name}:{entry.lineno + 1} ({entry.name})"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    folder = _exercise_folder(Path(str(item.path)))
+    if folder is None:
+        return report
+    if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+        outcome = Outcome(item.nodeid, str(folder), exercise_id_of(folder), report.outcome)
+        excinfo = call.excinfo
+        if report.failed and excinfo is not None:
+            if excinfo.errisinstance(NotImplementedError):
+                outcome.not_implemented = True
+                report.longrepr = (
+                    f"not implemented yet: {excinfo.value or 'this part of the exercise'}"
+                    f"\n  (raised at {_stub_location(excinfo)})"
+                )
+            else:
+                outcome.pitfalls = _pitfalls_for(item, excinfo, folder)
+                _add_hints(report, folder, outcome.pitfalls)
+            outcome.message = str(excinfo.value).splitlines()[0] if str(excinfo.value) else excinfo.typename
+        _OUTCOMES.append(outcome)
+    return report
+
+
+def _add_hints(report: pytest.TestReport, folder: Path, pitfall_ids: list[str]) -> None:
+    course = _course(folder)
+    for pitfall_id in pitfall_ids:
+        hint = course.hint(pitfall_id)
+        if hint is not None:
+            report.sections.append((f"hint [{pitfall_id}]", f"{hint.en}\n{hint.zh}"))
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    by_folder: dict[str, list[Outcome]] = defaultdict(list)
+    for outcome in _OUTCOMES:
+        by_folder[outcome.folder].append(outcome)
+    if by_folder:
+        terminalreporter.section("progress")
+        for folder, outcomes in sorted(by_folder.items()):
+            passed = sum(o.outcome == "passed" for o in outcomes)
+            failed = [o for o in outcomes if o.outcome == "failed"]
+            if not failed:
+                status = "done"
+            elif all(o.not_implemented for o in failed):
+                status = "not implemented yet" if passed == 0 else f"{len(failed)} not implemented yet"
+            else:
+                status = f"{len(failed)} to fix"
+            terminalreporter.write_line(f"  {Path(folder).name:<28} {passed:>3}/{len(outcomes):<3} passed   {status}")
+    if path := os.environ.get("COURSEKIT_REPORT"):
+        Path(path).write_text(json.dumps([asdict(o) for o in _OUTCOMES], indent=1), encoding="utf-8")

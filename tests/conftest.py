@@ -1,0 +1,17 @@
+import pytest
+
+from grader.course import load_course
+from grader.selftest import check_exercises
+
+
+@pytest.fixture(scope="session")
+def course():
+    return load_course()
+
+
+@pytest.fixture(scope="session")
+def selftest_reports(course, tmp_path_factory):
+    """Public tests of every exercise against its reference, its untouched
+    stub and each pitfall variant: one run for the whole session."""
+    reports = check_exercises(course, course.exercises, tmp_path_factory.mktemp("public-runs"))
+    return {report.exercise.id: report for report in reports}

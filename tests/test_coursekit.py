@@ -1,0 +1,65 @@
+"""The student-side library: loading exercise modules in isolation and
+comparing tensors without being fooled."""
+import torch
+
+from coursekit.compare import compare_tensors
+from coursekit.loader import ExerciseImportError, load_module
+
+import pytest
+
+
+def test_same_named_modules_of_two_folders_do_not_shadow_each_other(tmp_path):
+    for name, value in (("08_a", 8), ("09_b", 9)):
+        folder = tmp_path / name
+        folder.mkdir()
+        (folder / "layers.py").write_text(f"VALUE = {value}\n")
+        (folder / "encoder.py").write_text("from layers import VALUE\n")
+    first = load_module(tmp_path / "08_a", "encoder")
+    second = load_module(tmp_path / "09_b", "encoder")
+    assert (first.VALUE, second.VALUE) == (8, 9)
+
+
+def test_syntax_error_is_reported_with_its_line(tmp_path):
+    (tmp_path / "softmax.py").write_text("def softmax(x:\n    return x\n")
+    with pytest.raises(ExerciseImportError, match=r"syntax error on line \d"):
+        load_module(tmp_path, "softmax")
+
+
+def test_missing_module_is_reported(tmp_path):
+    with pytest.raises(ExerciseImportError, match="softmax.py is missing"):
+        load_module(tmp_path, "softmax")
+
+
+def test_compare_accepts_equal_tensors_with_matching_inf_and_nan():
+    x = torch.tensor([1.0, float("-inf"), float("nan")])
+    assert compare_tensors(x.clone(), x) is None
+
+
+@pytest.mark.parametrize(
+    "actual,kind",
+    [
+        (torch.zeros(2, 3), "shape"),
+        (torch.zeros(3, 2, dtype=torch.float64), "dtype"),
+        (torch.tensor([[0.0, float("nan")], [0.0, 0.0], [0.0, 0.0]]), "nan"),
+        (torch.tensor([[0.0, 0.0], [0.0, 1.0], [0.0, 0.0]]), "values"),
+        ([[0.0, 0.0]] * 3, "type"),
+    ],
+)
+def test_compare_reports_the_kind_of_mismatch(actual, kind):
+    mismatch = compare_tensors(actual, torch.zeros(3, 2))
+    assert mismatch is not None and mismatch.kind == kind
+
+
+def test_compare_rejects_a_tensor_subclass_that_claims_equality():
+    class Liar(torch.Tensor):
+        def __eq__(self, other):
+            return True
+
+    liar = torch.ones(2).as_subclass(Liar)
+    mismatch = compare_tensors(liar, torch.zeros(2))
+    assert mismatch is not None and mismatch.kind == "type"
+
+
+def test_values_mismatch_names_index_and_size():
+    mismatch = compare_tensors(torch.tensor([0.0, 0.5, 0.0]), torch.zeros(3))
+    assert mismatch.index == (1,) and mismatch.max_abs_diff == pytest.approx(0.5)
