@@ -79,7 +79,9 @@ def _run_batch(cases: list[Case], workdir: Path, root: Path, timeout_s: float) -
     (workdir / "pytest.ini").write_text(PYTEST_INI)
     folders = {str(_materialise(case, workdir, root)): case.name for case in cases}
     report = workdir / "report.json"
-    env = {**os.environ, "COURSEKIT_REPORT": str(report), "COURSE_YAML": str(root / "course.yaml")}
+    # PYTHONPATH: the coursekit of this checkout, even if another one is installed.
+    env = {**os.environ, "COURSEKIT_REPORT": str(report), "COURSE_YAML": str(root / "course.yaml"),
+           "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     run = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", str(workdir)],
         cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout_s, check=False,
