@@ -70,6 +70,45 @@ def selftest(
     raise typer.Exit(1 if problems else 0)
 
 
+@app.command()
+def check(
+    exercise_ids: list[str] = typer.Argument(None, help="Exercise ids (01, 02, ...); default: all."),
+    course: Path = CourseOption,
+    json_path: Path = typer.Option(None, "--json", help="Also write the matrix as JSON."),
+) -> None:
+    """Run references, stubs and pitfall variants through the hidden checks."""
+    import json
+    import tempfile
+
+    from rich.console import Console
+    from rich.table import Table
+
+    from grader.check_matrix import check_course, rows_as_json
+    from grader.judge import Judge
+    from grader.sandbox import Limits, Sandbox
+
+    try:
+        loaded = load_course(course)
+        chosen = [loaded.exercise(i) for i in exercise_ids] if exercise_ids else loaded.exercises
+    except (CourseError, KeyError) as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from exc
+    limits = Limits(**loaded.grading.model_dump())
+    with tempfile.TemporaryDirectory(prefix="check-") as workdir, Sandbox(limits) as sandbox:
+        rows = check_course(loaded, chosen, Judge(loaded, sandbox, course.resolve().parent), Path(workdir))
+    table = Table("exercise", "case", "points", "status", "hints", "")
+    for row in rows:
+        table.add_row(row.exercise, row.case, f"{row.points:g}/{row.max_points:g}", row.status,
+                      ", ".join(row.hints[:3]) + (" …" if len(row.hints) > 3 else ""),
+                      "[green]ok[/green]" if row.ok else f"[red]{row.problem}[/red]")
+    Console().print(table)
+    if json_path:
+        json_path.write_text(json.dumps(rows_as_json(rows), indent=1), encoding="utf-8")
+    failed = [row for row in rows if not row.ok]
+    typer.echo(f"{len(rows) - len(failed)}/{len(rows)} rows keep the promise")
+    raise typer.Exit(1 if failed else 0)
+
+
 @app.command("sync-shipped")
 def sync_shipped(course: Path = CourseOption) -> None:
     """Copy earlier exercises' references into the folders that ship them."""

@@ -1,0 +1,163 @@
+"""Hidden checks: probes from ``coursekit.probes`` run on hidden inputs,
+compared between the submission and the reference.
+
+A :class:`Check` says which probe calls to make (built from a seeded
+generator, so every run and every machine sees the same hidden inputs), how
+to compare the submission's result with the reference's, how many points it
+is worth, and which pitfalls its failure points to. Check modules live
+beside this file, one per exercise (``grader/checks/<slug>.py``), each with
+a ``CHECKS`` list.
+
+Messages are what students see: they say what was checked, never the
+hidden inputs or the expected values.
+"""
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from coursekit.compare import compare_tensors
+from grader.course import Exercise, Text
+from grader.sandbox import ProbeCall
+
+# compare(submission_value, reference_value) -> None when they agree,
+# else a short reason that reveals no value ("wrong values", "wrong shape").
+Compare = Callable[[object, object], str | None]
+CallBuilder = Callable[[torch.Generator], list[ProbeCall]]
+
+
+@dataclass(frozen=True)
+class Check:
+    """One hidden check of an exercise."""
+
+    id: str
+    message: Text
+    calls: CallBuilder
+    compare: Compare
+    weight: float = 1.0
+    pitfalls: tuple[str, ...] = ()
+    seed: int = 0
+    # Checks that must pass for this one to count: a static check ("no
+    # built-in softmax") means nothing for code that does not work yet, and
+    # an untouched stub must score zero.
+    requires: tuple[str, ...] = ()
+
+    def build_calls(self) -> list[ProbeCall]:
+        return self.calls(torch.Generator().manual_seed(self.seed))
+
+
+def text(en: str, zh: str) -> Text:
+    return Text(en=en, zh=zh)
+
+
+_MISMATCH_REASONS = {
+    "type": "returned the wrong type",
+    "shape": "wrong shape",
+    "dtype": "wrong dtype",
+    "nan": "NaN where none was expected (or none where one was)",
+    "values": "wrong values",
+}
+
+
+def tensors_close(*path: str, atol: float = 1e-5, rtol: float = 1e-4, check_dtype: bool = True) -> Compare:
+    """Compare the tensors found at ``path`` in both results (``()`` for the
+    result itself; a str picks a dict key, an int a list index)."""
+
+    def compare(submitted: object, expected: object) -> str | None:
+        try:
+            submitted_t, expected_t = _pick(submitted, path), _pick(expected, path)
+        except (KeyError, IndexError, TypeError):
+            return "the result is missing a part"
+        mismatch = compare_tensors(submitted_t, expected_t, atol=atol, rtol=rtol, check_dtype=check_dtype)
+        return None if mismatch is None else _MISMATCH_REASONS[mismatch.kind]
+
+    return compare
+
+
+def all_of(*comparisons: Compare) -> Compare:
+    """Every comparison must agree; the first reason is reported."""
+
+    def compare(submitted: object, expected: object) -> str | None:
+        for one in comparisons:
+            if (reason := one(submitted, expected)) is not None:
+                return reason
+        return None
+
+    return compare
+
+
+def plain_equal(*path: str, reason: str = "wrong result") -> Compare:
+    """Plain data (bools, ints, strings, lists, dicts without tensors) equal."""
+
+    def compare(submitted: object, expected: object) -> str | None:
+        try:
+            same = _pick(submitted, path) == _pick(expected, path)
+        except (KeyError, IndexError, TypeError):
+            return "the result is missing a part"
+        return None if same is True else reason
+
+    return compare
+
+
+def _pick(value: object, path: Sequence[str | int]) -> object:
+    for key in path:
+        if isinstance(value, dict):
+            value = value[key]
+        elif isinstance(value, (list, tuple)) and isinstance(key, int):
+            value = value[key]
+        else:
+            raise TypeError(f"cannot index {type(value).__name__} with {key!r}")
+    return value
+
+
+def no_forbidden_calls(exercise_id: str, *, requires: tuple[str, ...], weight: float = 0.5) -> Check:
+    """The exercise's module uses none of the names its ``forbidden`` list in
+    course.yaml names (static: attribute accesses and from-imports)."""
+    from grader.course import load_course
+
+    def calls(gen: torch.Generator) -> list[ProbeCall]:
+        names = load_course(check_files=False).exercise(exercise_id).forbidden
+        return [ProbeCall("coursekit.probes.source:forbidden_uses", {"names": list(names)})]
+
+    return Check(
+        id=f"{exercise_id}-no-forbidden-calls",
+        weight=weight,
+        message=text("uses none of the built-ins this exercise asks you to write yourself",
+                     "没有使用本练习要求你亲自实现的内置函数"),
+        calls=calls,
+        compare=plain_equal(reason="uses a forbidden built-in (see the exercise README)"),
+        requires=requires,
+    )
+
+
+def checks_for(exercise: Exercise) -> list[Check]:
+    """The hidden checks of an exercise (``grader/checks/<slug>.py``)."""
+    try:
+        module = importlib.import_module(f"grader.checks.{exercise.slug}")
+    except ModuleNotFoundError as exc:
+        if exc.name == f"grader.checks.{exercise.slug}":
+            return []
+        raise
+    return list(module.CHECKS)
+
+
+@dataclass
+class CheckPlan:
+    """All probe calls of an exercise's checks, flattened for one sandbox run,
+    and which slice of them belongs to which check."""
+
+    checks: list[Check]
+    calls: list[ProbeCall] = field(default_factory=list)
+    slices: dict[str, slice] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, checks: list[Check]) -> "CheckPlan":
+        plan = cls(checks)
+        for check in checks:
+            start = len(plan.calls)
+            plan.calls += check.build_calls()
+            plan.slices[check.id] = slice(start, len(plan.calls))
+        return plan

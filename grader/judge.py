@@ -1,0 +1,196 @@
+"""Judge a submission's exercise: run the hidden checks' probe calls on the
+submission and on the reference (each in its own sandboxed child), compare
+the plain data that comes back, and turn each check into a :class:`Verdict`.
+
+Verdicts are computed here, in the trusted process, from decoded results
+only: nothing the child prints, writes or exits with can change them.
+
+When a check fails, the same calls' results of every pitfall variant of the
+exercise (the reference with one known mistake, run once and cached) are
+compared with the submission's: a variant that fails in exactly the same way
+*confirms* its pitfall, and that hint is shown first.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from grader.checks import Check, CheckPlan, checks_for
+from grader.course import REPO_ROOT, Course, Exercise, Text
+from grader.pitfalls import load_variants
+from grader.sandbox import CallResult, RunResult, Sandbox
+
+
+class GraderError(Exception):
+    """The grader cannot do its job (e.g. the reference fails its own checks)."""
+
+
+@dataclass
+class Verdict:
+    check_id: str
+    passed: bool
+    points: float
+    max_points: float
+    message: Text          # what was checked (no hidden value)
+    reason: str = ""       # why it failed (no hidden value)
+    pitfalls: list[str] = field(default_factory=list)   # hints to show, confirmed ones first
+    confirmed: list[str] = field(default_factory=list)  # variants that fail exactly like this
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["message"] = self.message.model_dump()
+        return data
+
+
+@dataclass
+class ExerciseResult:
+    exercise_id: str
+    status: str            # "graded", "not_submitted", or the sandbox's status when the run broke
+    reason: str
+    verdicts: list[Verdict]
+    max_points: float
+
+    @property
+    def points(self) -> float:
+        return round(sum(v.points for v in self.verdicts), 6)
+
+    @property
+    def pitfalls(self) -> list[str]:
+        return list(dict.fromkeys(p for v in self.verdicts if not v.passed for p in v.pitfalls))
+
+
+def _check_points(exercise: Exercise, checks: list[Check]) -> dict[str, float]:
+    total = sum(c.weight for c in checks)
+    return {c.id: exercise.points * c.weight / total for c in checks}
+
+
+def _call_reason(call: CallResult | None, run: RunResult) -> str | None:
+    """Why a submission's call has no usable value, or None if it has one."""
+    if call is None:
+        return run.reason or f"did not finish ({run.status})"
+    if not call.ok:
+        # The error type only: the message could quote hidden inputs.
+        return f"raised {call.error_type}" if call.error_type else "failed"
+    return None
+
+
+def _agrees(check: Check, calls: slice, run: RunResult, expected: RunResult) -> str | None:
+    """None if ``run`` agrees with ``expected`` on every call of ``check``,
+    else the first reason it does not."""
+    for index in range(calls.start, calls.stop):
+        call = run.calls[index] if index < len(run.calls) else None
+        if (reason := _call_reason(call, run)) is not None:
+            return reason
+        if (reason := check.compare(call.value, expected.calls[index].value)) is not None:
+            return reason
+    return None
+
+
+def _fails_alike(check: Check, calls: slice, submission: RunResult, variant: RunResult) -> bool:
+    """The variant's results on this check are indistinguishable from the
+    submission's: same errors where either raised, equal values elsewhere."""
+    for index in range(calls.start, calls.stop):
+        mine = submission.calls[index] if index < len(submission.calls) else None
+        theirs = variant.calls[index] if index < len(variant.calls) else None
+        if mine is None or theirs is None:
+            if (mine is None) != (theirs is None):
+                return False
+            continue
+        if mine.ok != theirs.ok:
+            return False
+        if not mine.ok:
+            if mine.error_type != theirs.error_type:
+                return False
+        elif check.compare(mine.value, theirs.value) is not None:
+            return False
+    return True
+
+
+class Judge:
+    """Grades exercises of one course with one sandbox; reference and variant
+    results are computed once per exercise and shared between threads."""
+
+    def __init__(self, course: Course, sandbox: Sandbox, root: Path = REPO_ROOT):
+        self.course = course
+        self.sandbox = sandbox
+        self.root = root
+        self._plans: dict[str, CheckPlan] = {}
+        self._expected: dict[str, RunResult] = {}
+        self._variants: dict[str, dict[str, RunResult]] = {}
+        self._lock = threading.Lock()
+
+    def plan(self, exercise: Exercise) -> CheckPlan:
+        with self._lock:
+            if exercise.id not in self._plans:
+                self._plans[exercise.id] = CheckPlan.build(checks_for(exercise))
+            return self._plans[exercise.id]
+
+    def expected(self, exercise: Exercise) -> RunResult:
+        """The reference's results on the hidden calls (cached)."""
+        with self._lock:
+            cached = self._expected.get(exercise.id)
+        if cached is not None:
+            return cached
+        plan = self.plan(exercise)
+        run = self.sandbox.run(self.root / "solutions" / exercise.folder, exercise.module_name, plan.calls)
+        broken = [i for i, call in enumerate(run.calls) if not call.ok]
+        if run.status != "ok" or len(run.calls) != len(plan.calls) or broken:
+            detail = run.calls[broken[0]].error if broken else run.reason
+            raise GraderError(f"the reference of {exercise.folder} fails its own hidden checks: {run.status}, {detail}")
+        with self._lock:
+            self._expected[exercise.id] = run
+        return run
+
+    def variant_results(self, exercise: Exercise, workdir: Path) -> dict[str, RunResult]:
+        """Each pitfall variant's results on the hidden calls (cached)."""
+        with self._lock:
+            cached = self._variants.get(exercise.id)
+        if cached is not None:
+            return cached
+        plan = self.plan(exercise)
+        results = {}
+        for pitfall_id, variant in load_variants(exercise, self.root).items():
+            folder = workdir / f"variant-{exercise.id}-{pitfall_id}"
+            folder.mkdir(parents=True, exist_ok=True)
+            for sibling in (self.root / "solutions" / exercise.folder).glob("*.py"):
+                (folder / sibling.name).write_text(sibling.read_text(encoding="utf-8"), encoding="utf-8")
+            (folder / exercise.module).write_text(variant.source, encoding="utf-8")
+            results[pitfall_id] = self.sandbox.run(folder, exercise.module_name, plan.calls)
+        with self._lock:
+            self._variants[exercise.id] = results
+        return results
+
+    def grade(self, exercise: Exercise, folder: Path | None, workdir: Path) -> ExerciseResult:
+        """Grade the exercise module in ``folder`` (None: not submitted)."""
+        plan = self.plan(exercise)
+        points = _check_points(exercise, plan.checks)
+        if folder is None or not (folder / exercise.module).is_file():
+            verdicts = [Verdict(c.id, False, 0.0, points[c.id], c.message, "not submitted") for c in plan.checks]
+            return ExerciseResult(exercise.id, "not_submitted", f"{exercise.module} was not submitted",
+                                  verdicts, exercise.points)
+        expected = self.expected(exercise)
+        run = self.sandbox.run(folder, exercise.module_name, plan.calls)
+        verdicts: list[Verdict] = []
+        passed: set[str] = set()
+        for check in plan.checks:
+            calls = plan.slices[check.id]
+            reason = _agrees(check, calls, run, expected)
+            unmet = [r for r in check.requires if r not in passed]
+            if reason is None and unmet:
+                verdicts.append(Verdict(check.id, False, 0.0, points[check.id], check.message,
+                                        f"counts once {', '.join(unmet)} passes"))
+                continue
+            if reason is None:
+                passed.add(check.id)
+                verdicts.append(Verdict(check.id, True, points[check.id], points[check.id], check.message))
+                continue
+            confirmed = [
+                pitfall_id for pitfall_id, variant in self.variant_results(exercise, workdir).items()
+                if _agrees(check, calls, variant, expected) is not None
+                and _fails_alike(check, calls, run, variant)
+            ]
+            hints = list(dict.fromkeys([*confirmed, *check.pitfalls]))
+            verdicts.append(Verdict(check.id, False, 0.0, points[check.id], check.message, reason, hints, confirmed))
+        status = "graded" if run.status == "ok" else run.status
+        return ExerciseResult(exercise.id, status, run.reason, verdicts, exercise.points)
