@@ -1,6 +1,7 @@
 """The ``grader`` command."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import typer
@@ -107,6 +108,27 @@ def check(
     failed = [row for row in rows if not row.ok]
     typer.echo(f"{len(rows) - len(failed)}/{len(rows)} rows keep the promise")
     raise typer.Exit(1 if failed else 0)
+
+
+@app.command()
+def grade(
+    submissions: Path = typer.Argument(..., exists=True, file_okay=False, help="Folder of <student_id>/ folders or .zip files."),
+    out: Path = typer.Option(Path("grading"), "--out", help="Where grades.csv, results.json and report/ go."),
+    db: Path = typer.Option(Path("grades.db"), "--db", help="The SQLite gradebook (created if missing)."),
+    jobs: int = typer.Option(os.cpu_count() or 1, "--jobs", "-j", min=1, help="Submissions graded at once."),
+    timeout: float = typer.Option(None, "--timeout", help="Seconds per submission and exercise (default: course.yaml)."),
+    memory: int = typer.Option(None, "--memory", help="MiB per sandboxed run (default: course.yaml)."),
+    assignment: str = typer.Option(None, "--assignment", help="Grade only this assignment's exercises."),
+    course: Path = CourseOption,
+) -> None:
+    """Grade a class into the gradebook and write the reports.
+
+    Exits 0 when grading completed (whatever the students scored), non-zero
+    only when the grader could not do its job."""
+    from grader.session import run_grading
+
+    raise typer.Exit(run_grading(submissions, out=out, db=db, jobs=jobs, timeout=timeout, memory=memory,
+                                 assignment=assignment, course_path=course))
 
 
 @app.command("sync-shipped")

@@ -115,39 +115,41 @@ class Judge:
         self.course = course
         self.sandbox = sandbox
         self.root = root
-        self._plans: dict[str, CheckPlan] = {}
-        self._expected: dict[str, RunResult] = {}
-        self._variants: dict[str, dict[str, RunResult]] = {}
+        self._cache: dict[tuple[str, str], object] = {}
+        self._key_locks: dict[tuple[str, str], threading.Lock] = {}
         self._lock = threading.Lock()
 
-    def plan(self, exercise: Exercise) -> CheckPlan:
+    def _once(self, key: tuple[str, str], compute):
+        """``compute()`` once per key, even when several threads ask at once."""
         with self._lock:
-            if exercise.id not in self._plans:
-                self._plans[exercise.id] = CheckPlan.build(checks_for(exercise))
-            return self._plans[exercise.id]
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:
+            if key not in self._cache:
+                self._cache[key] = compute()
+            return self._cache[key]
+
+    def plan(self, exercise: Exercise) -> CheckPlan:
+        """The exercise's checks and their hidden probe calls (built once)."""
+        return self._once(("plan", exercise.id), lambda: CheckPlan.build(checks_for(exercise)))
 
     def expected(self, exercise: Exercise) -> RunResult:
-        """The reference's results on the hidden calls (cached)."""
-        with self._lock:
-            cached = self._expected.get(exercise.id)
-        if cached is not None:
-            return cached
+        """The reference's results on the hidden calls (computed once)."""
+        return self._once(("expected", exercise.id), lambda: self._run_reference(exercise))
+
+    def _run_reference(self, exercise: Exercise) -> RunResult:
         plan = self.plan(exercise)
         run = self.sandbox.run(self.root / "solutions" / exercise.folder, exercise.module_name, plan.calls)
         broken = [i for i, call in enumerate(run.calls) if not call.ok]
         if run.status != "ok" or len(run.calls) != len(plan.calls) or broken:
             detail = run.calls[broken[0]].error if broken else run.reason
             raise GraderError(f"the reference of {exercise.folder} fails its own hidden checks: {run.status}, {detail}")
-        with self._lock:
-            self._expected[exercise.id] = run
         return run
 
     def variant_results(self, exercise: Exercise, workdir: Path) -> dict[str, RunResult]:
-        """Each pitfall variant's results on the hidden calls (cached)."""
-        with self._lock:
-            cached = self._variants.get(exercise.id)
-        if cached is not None:
-            return cached
+        """Each pitfall variant's results on the hidden calls (computed once)."""
+        return self._once(("variants", exercise.id), lambda: self._run_variants(exercise, workdir))
+
+    def _run_variants(self, exercise: Exercise, workdir: Path) -> dict[str, RunResult]:
         plan = self.plan(exercise)
         results = {}
         for pitfall_id, variant in load_variants(exercise, self.root).items():
@@ -157,8 +159,6 @@ class Judge:
                 (folder / sibling.name).write_text(sibling.read_text(encoding="utf-8"), encoding="utf-8")
             (folder / exercise.module).write_text(variant.source, encoding="utf-8")
             results[pitfall_id] = self.sandbox.run(folder, exercise.module_name, plan.calls)
-        with self._lock:
-            self._variants[exercise.id] = results
         return results
 
     def grade(self, exercise: Exercise, folder: Path | None, workdir: Path) -> ExerciseResult:

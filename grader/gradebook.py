@@ -1,0 +1,147 @@
+"""The gradebook: one SQLite file (WAL), schema-versioned.
+
+A result is keyed by (student, exercise, content hash of the submitted
+module, course version): rerunning after an interruption grades only what
+is missing, and a changed submission or a new course version is graded
+again. Each result is written in one transaction, so a ``kill -9`` at any
+moment leaves either the whole result or none of it.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS results (
+    student        TEXT NOT NULL,
+    exercise       TEXT NOT NULL,
+    content_hash   TEXT NOT NULL,
+    course_version TEXT NOT NULL,
+    points         REAL NOT NULL,
+    max_points     REAL NOT NULL,
+    status         TEXT NOT NULL,
+    reason         TEXT NOT NULL,
+    verdicts       TEXT NOT NULL,   -- JSON list of verdicts
+    graded_at      REAL NOT NULL,
+    PRIMARY KEY (student, exercise, content_hash, course_version)
+);
+"""
+
+
+class GradebookError(Exception):
+    """The gradebook cannot be opened or written; the message says why."""
+
+
+@dataclass(frozen=True)
+class Key:
+    student: str
+    exercise: str
+    content_hash: str
+    course_version: str
+
+
+@dataclass(frozen=True)
+class Record:
+    key: Key
+    points: float
+    max_points: float
+    status: str
+    reason: str
+    verdicts: list[dict]
+    graded_at: float
+
+
+class Gradebook:
+    """Results of one course, in ``path`` (created if missing)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            # isolation_level=None: we open transactions explicitly.
+            self._db = sqlite3.connect(self.path, timeout=5.0, isolation_level=None, check_same_thread=False)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=FULL")
+            self._db.executescript(SCHEMA)
+            self._check_schema()
+        except sqlite3.DatabaseError as exc:
+            raise GradebookError(f"{self.path}: cannot open the gradebook: {exc}") from exc
+
+    def _check_schema(self) -> None:
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        if row is None:
+            self._db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+        elif int(row[0]) != SCHEMA_VERSION:
+            raise GradebookError(f"{self.path}: schema version {row[0]}, this grader writes {SCHEMA_VERSION}")
+
+    def close(self) -> None:
+        self._db.close()
+
+    def __enter__(self) -> "Gradebook":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def has(self, key: Key) -> bool:
+        row = self._db.execute(
+            "SELECT 1 FROM results WHERE student=? AND exercise=? AND content_hash=? AND course_version=?",
+            (key.student, key.exercise, key.content_hash, key.course_version),
+        ).fetchone()
+        return row is not None
+
+    def record(self, key: Key, *, points: float, max_points: float, status: str, reason: str,
+               verdicts: list[dict]) -> None:
+        """Store one result atomically (replacing an identical key)."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute(
+                "INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (key.student, key.exercise, key.content_hash, key.course_version, points, max_points,
+                 status, reason, json.dumps(verdicts, ensure_ascii=False), time.time()),
+            )
+            self._db.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise GradebookError(f"{self.path}: cannot record a result: {exc}") from exc
+
+    def get(self, key: Key) -> Record | None:
+        row = self._db.execute(
+            "SELECT * FROM results WHERE student=? AND exercise=? AND content_hash=? AND course_version=?",
+            (key.student, key.exercise, key.content_hash, key.course_version),
+        ).fetchone()
+        return None if row is None else Record(Key(*row[:4]), row[4], row[5], row[6], row[7], json.loads(row[8]), row[9])
+
+    def records(self, course_version: str) -> Iterator[Record]:
+        """The newest record of each (student, exercise) for this course version."""
+        rows = self._db.execute(
+            """SELECT * FROM results r WHERE course_version = ? AND graded_at = (
+                   SELECT MAX(graded_at) FROM results s WHERE s.student = r.student
+                   AND s.exercise = r.exercise AND s.course_version = r.course_version)
+               ORDER BY student, exercise""",
+            (course_version,),
+        )
+        for row in rows:
+            yield Record(Key(*row[:4]), row[4], row[5], row[6], row[7], json.loads(row[8]), row[9])
+
+    def integrity_problems(self) -> list[str]:
+        """SQLite's own integrity check plus ours: JSON that parses, points in range."""
+        problems = [r[0] for r in self._db.execute("PRAGMA integrity_check") if r[0] != "ok"]
+        for student, exercise, points, max_points, verdicts in self._db.execute(
+            "SELECT student, exercise, points, max_points, verdicts FROM results"
+        ):
+            if not 0 <= points <= max_points + 1e-9:
+                problems.append(f"{student}/{exercise}: points {points} outside 0..{max_points}")
+            try:
+                json.loads(verdicts)
+            except json.JSONDecodeError:
+                problems.append(f"{student}/{exercise}: verdicts are not valid JSON")
+        return problems

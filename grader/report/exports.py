@@ -1,0 +1,40 @@
+"""Plain exports: a CSV for the LMS and a JSON of every check."""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from grader.gradebook import Record
+
+
+def write_grades_csv(records: list[Record], path: Path) -> None:
+    """student, exercise, points, max_points, status: one row per result."""
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["student", "exercise", "points", "max_points", "status"])
+        for r in sorted(records, key=lambda r: (r.key.student, r.key.exercise)):
+            writer.writerow([r.key.student, r.key.exercise, f"{r.points:g}", f"{r.max_points:g}", r.status])
+
+
+def write_results_json(records: list[Record], path: Path) -> None:
+    """Every result with its checks: id, passed, points, message, pitfall ids."""
+    data = [
+        {
+            "student": r.key.student,
+            "exercise": r.key.exercise,
+            "content_hash": r.key.content_hash,
+            "course_version": r.key.course_version,
+            "points": r.points,
+            "max_points": r.max_points,
+            "status": r.status,
+            "reason": r.reason,
+            "checks": [
+                {"id": v["check_id"], "passed": v["passed"], "points": v["points"], "max_points": v["max_points"],
+                 "message": v["message"], "reason": v["reason"], "pitfalls": v["pitfalls"]}
+                for v in r.verdicts
+            ],
+        }
+        for r in sorted(records, key=lambda r: (r.key.student, r.key.exercise))
+    ]
+    path.write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")

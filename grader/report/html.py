@@ -1,0 +1,97 @@
+"""The HTML report: ``index.html`` for the class, ``students/<id>.html``
+for each student. Templates are Jinja2 with autoescaping on."""
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from jinja2 import Environment, PackageLoader, select_autoescape
+
+from grader.course import Course
+from grader.gradebook import Record
+from grader.report import plots
+
+STATUS_TEXT = {
+    "graded": "graded",
+    "not_submitted": "not submitted",
+    "import_error": "could not be imported",
+    "timeout": "timed out",
+    "crashed": "crashed",
+    "memory": "ran out of memory",
+    "output_limit": "printed too much",
+    "protocol_error": "returned something that is not plain data",
+}
+
+
+def _environment() -> Environment:
+    env = Environment(loader=PackageLoader("grader.report", "templates"), autoescape=select_autoescape(["html"]))
+    env.filters["pct"] = lambda x: f"{100 * x:.0f}%"
+    env.filters["pts"] = lambda x: f"{x:g}"
+    return env
+
+
+def _by_student(records: list[Record]) -> dict[str, dict[str, Record]]:
+    table: dict[str, dict[str, Record]] = defaultdict(dict)
+    for record in records:
+        table[record.key.student][record.key.exercise] = record
+    return dict(sorted(table.items()))
+
+
+def _pitfalls_per_student(rows: dict[str, Record]) -> set[str]:
+    return {p for r in rows.values() for v in r.verdicts if not v["passed"] for p in v["pitfalls"][:1]}
+
+
+def write_html_report(course: Course, records: list[Record], out: Path) -> Path:
+    """Write the class overview and the students' pages; return index.html."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "students").mkdir(exist_ok=True)
+    (out / "img").mkdir(exist_ok=True)
+    env = _environment()
+    students = _by_student(records)
+    exercise_ids = sorted({r.key.exercise for r in records})
+    exercises = [course.exercise(i) for i in exercise_ids]
+    max_total = sum(e.points for e in exercises) or 1.0
+
+    totals = {s: sum(r.points for r in rows.values()) for s, rows in students.items()}
+    exercise_rate = {
+        e.id: sum(rows[e.id].points / rows[e.id].max_points for rows in students.values() if e.id in rows)
+        / max(1, sum(e.id in rows for rows in students.values()))
+        for e in exercises
+    }
+    check_stats: dict[str, list[bool]] = defaultdict(list)
+    check_text: dict[str, dict] = {}
+    for record in records:
+        for v in record.verdicts:
+            check_stats[v["check_id"]].append(v["passed"])
+            check_text[v["check_id"]] = v["message"]
+    check_rows = sorted(((cid, sum(p) / len(p), len(p), check_text[cid]) for cid, p in check_stats.items()),
+                        key=lambda row: (row[1], row[0]))
+    pitfall_students = Counter(p for rows in students.values() for p in _pitfalls_per_student(rows))
+
+    figures = {
+        "histogram": plots.score_histogram([100 * t / max_total for t in totals.values()], out / "img" / "scores.png"),
+        "exercises": plots.pass_rates([e.folder for e in exercises], [exercise_rate[e.id] for e in exercises],
+                                      out / "img" / "exercises.png", "mean score (%)"),
+        "pitfalls": plots.pitfall_counts(pitfall_students, out / "img" / "pitfalls.png"),
+    }
+    hints = {p.id: p.hint for p in course.pitfalls}
+    index = env.get_template("index.html").render(
+        course=course, exercises=exercises, students=students, totals=totals, max_total=max_total,
+        check_rows=check_rows, pitfalls=pitfall_students.most_common(), hints=hints, figures=figures,
+        status_text=STATUS_TEXT,
+    )
+    (out / "index.html").write_text(index, encoding="utf-8")
+
+    page = env.get_template("student.html")
+    for student, rows in students.items():
+        figure = plots.student_scores(
+            [e.id for e in exercises],
+            [rows[e.id].points / rows[e.id].max_points if e.id in rows else 0.0 for e in exercises],
+            [exercise_rate[e.id] for e in exercises],
+            out / "img" / f"student-{student}.png",
+        )
+        html = page.render(course=course, student=student, exercises=exercises, rows=rows,
+                           total=totals[student], max_total=max_total, hints=hints, figure=figure,
+                           status_text=STATUS_TEXT)
+        (out / "students" / f"{student}.html").write_text(html, encoding="utf-8")
+    return out / "index.html"

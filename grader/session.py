@@ -1,0 +1,76 @@
+"""One ``grader grade`` run, from the command line's options to the files
+on disk, with a progress bar. Kept apart from ``cli.py`` so that the CLI
+only parses options and this module only orchestrates."""
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from grader.course import CourseError, load_course
+from grader.gradebook import Gradebook, GradebookError
+from grader.grading import grade_class
+from grader.judge import GraderError, Judge
+from grader.report import write_grades_csv, write_html_report, write_results_json
+from grader.sandbox import Limits, Sandbox
+
+EXIT_OK, EXIT_BAD_INPUT, EXIT_GRADER_BROKEN, EXIT_GRADEBOOK = 0, 2, 3, 4
+
+
+def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: float | None,
+                memory: int | None, assignment: str | None, course_path: Path) -> int:
+    console = Console(stderr=True)
+    try:
+        course = load_course(course_path)
+    except CourseError as exc:
+        console.print(str(exc), markup=False)
+        return EXIT_BAD_INPUT
+    if assignment:
+        chosen = [a for a in course.assignments if a.id == assignment]
+        if not chosen:
+            console.print(f"no assignment {assignment!r}; course.yaml has: {', '.join(a.id for a in course.assignments)}")
+            return EXIT_BAD_INPUT
+        exercises = [course.exercise(i) for i in chosen[0].exercises]
+    else:
+        exercises = list(course.exercises)
+    limits = Limits(**course.grading.model_dump())
+    limits = dataclasses.replace(limits, **{k: v for k, v in (("timeout_s", timeout), ("memory_mb", memory)) if v})
+    root = course_path.resolve().parent
+    try:
+        with Gradebook(db) as gradebook, Sandbox(limits) as sandbox, \
+                tempfile.TemporaryDirectory(prefix="grade-") as workdir:
+            judge = Judge(course, sandbox, root)
+            with Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                          TextColumn("ETA"), TimeRemainingColumn(), console=console) as progress:
+                bar = progress.add_task("grading", total=None)
+
+                def advance(task, record) -> None:
+                    progress.update(bar, advance=1, total=progress.tasks[0].total)
+
+                run = grade_class(course, exercises, submissions, gradebook, judge, Path(workdir), jobs=jobs,
+                                  on_result=advance, root=root, on_plan=lambda n: progress.update(bar, total=n))
+            records = [r for r in (gradebook.get(k) for k in run.keys) if r is not None]
+    except GradebookError as exc:
+        console.print(f"gradebook error: {exc}", markup=False)
+        return EXIT_GRADEBOOK
+    except GraderError as exc:
+        console.print(f"the grader cannot grade: {exc}", markup=False)
+        return EXIT_GRADER_BROKEN
+    for submission in run.submissions:
+        for problem in submission.problems:
+            console.print(f"[yellow]warning[/yellow] {submission.student}: {problem}", highlight=False)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        write_grades_csv(records, out / "grades.csv")
+        write_results_json(records, out / "results.json")
+        index = write_html_report(course, records, out / "report")
+    except OSError as exc:
+        console.print(f"cannot write the reports to {out}: {exc.strerror} ({exc.filename})", markup=False)
+        return EXIT_GRADEBOOK
+    console.print(f"graded {run.graded} result(s), {run.resumed} already in {db}; "
+                  f"{len(run.submissions)} student(s)")
+    console.print(f"gradebook: {db}\ngrades:    {out / 'grades.csv'}\nreport:    {index}")
+    return EXIT_OK
