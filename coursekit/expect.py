@@ -9,7 +9,9 @@ plugin should show::
 """
 from __future__ import annotations
 
-from collections.abc import Iterable
+import contextlib
+import re
+from collections.abc import Iterable, Iterator
 
 import torch
 
@@ -100,3 +102,19 @@ def gradients_reach_all(reach: dict[str, bool], *, what: str = "gradients after 
     missing = sorted(name for name, got in reach.items() if not got)
     that(not missing, what=what, expected="a non-zero gradient for every parameter",
          actual="no gradient for " + ", ".join(missing), pitfalls=pitfalls)
+
+
+@contextlib.contextmanager
+def no_error(*, what: str, pitfalls: Iterable[str], match: str) -> Iterator[None]:
+    """Turn an error whose text matches ``match`` into a :class:`ProbeFailure`
+    naming ``pitfalls`` (e.g. a shape error on batched input that is the
+    classic ``.T`` mistake). Other errors, and a stub's NotImplementedError,
+    pass through unchanged."""
+    try:
+        yield
+    except NotImplementedError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - re-raised unless it matches
+        if not re.search(match, f"{type(exc).__name__}: {exc}"):
+            raise
+        raise ProbeFailure(what, "no error", f"{type(exc).__name__}: {exc}", pitfalls) from exc
