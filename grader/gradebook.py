@@ -61,12 +61,12 @@ class Record:
 class Gradebook:
     """Results of one course, in ``path`` (created if missing)."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, *, busy_timeout_s: float = 10.0):
         self.path = Path(path)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             # isolation_level=None: we open transactions explicitly.
-            self._db = sqlite3.connect(self.path, timeout=5.0, isolation_level=None, check_same_thread=False)
+            self._db = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=FULL")
             self._db.executescript(SCHEMA)

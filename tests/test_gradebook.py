@@ -1,0 +1,78 @@
+"""The gradebook: keys, atomic records, schema version, broken files."""
+import sqlite3
+
+import pytest
+
+from grader.gradebook import Gradebook, GradebookError, Key
+
+KEY = Key("alice", "01", "abc123", "2026.1")
+
+
+def _record(book, key=KEY, points=7.5):
+    book.record(key, points=points, max_points=10, status="graded", reason="",
+                verdicts=[{"check_id": "01-x", "passed": True}])
+
+
+def test_record_and_read_back(tmp_path):
+    with Gradebook(tmp_path / "grades.db") as book:
+        assert not book.has(KEY)
+        _record(book)
+        assert book.has(KEY)
+        record = book.get(KEY)
+    assert record.points == 7.5 and record.verdicts == [{"check_id": "01-x", "passed": True}]
+
+
+def test_a_changed_submission_or_course_version_is_a_new_key(tmp_path):
+    with Gradebook(tmp_path / "grades.db") as book:
+        _record(book)
+        assert not book.has(Key("alice", "01", "def456", "2026.1"))
+        assert not book.has(Key("alice", "01", "abc123", "2026.2"))
+
+
+def test_results_survive_reopening(tmp_path):
+    with Gradebook(tmp_path / "grades.db") as book:
+        _record(book)
+    with Gradebook(tmp_path / "grades.db") as book:
+        assert book.has(KEY) and book.integrity_problems() == []
+
+
+def test_newer_schema_is_refused(tmp_path):
+    with Gradebook(tmp_path / "grades.db"):
+        pass
+    db = sqlite3.connect(tmp_path / "grades.db")
+    db.execute("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+    db.commit()
+    db.close()
+    with pytest.raises(GradebookError, match="schema version 99"):
+        Gradebook(tmp_path / "grades.db")
+
+
+def test_a_corrupted_file_is_a_clear_error_and_is_not_overwritten(tmp_path):
+    path = tmp_path / "grades.db"
+    path.write_bytes(b"this is not a database" * 100)
+    before = path.read_bytes()
+    with pytest.raises(GradebookError, match="cannot open the gradebook"):
+        Gradebook(path)
+    assert path.read_bytes() == before
+
+
+def test_a_locked_gradebook_is_a_clear_error(tmp_path):
+    path = tmp_path / "grades.db"
+    with Gradebook(path):
+        pass
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("BEGIN EXCLUSIVE")
+    try:
+        book = Gradebook.__new__(Gradebook)
+        with pytest.raises(GradebookError):
+            book.__init__(path, busy_timeout_s=0.2)
+            _record(book)
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+
+
+def test_integrity_check_finds_impossible_points(tmp_path):
+    with Gradebook(tmp_path / "grades.db") as book:
+        _record(book, points=12)
+        assert any("outside 0..10" in p for p in book.integrity_problems())
