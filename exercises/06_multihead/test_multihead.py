@@ -71,6 +71,15 @@ def suspected(output, x, weights, num_heads) -> list[str]:
             if any(torch.allclose(output, w, atol=1e-5, rtol=1e-4) for w in wrong if w.shape == output.shape)]
 
 
+def expect_attention(output, expected: torch.Tensor, x, weights, num_heads, what: str) -> None:
+    """expect.close, naming the known mistake that reproduces ``output`` when it is wrong."""
+    with torch.no_grad():
+        right = type(output) is torch.Tensor and output.shape == expected.shape and torch.allclose(
+            output, expected, atol=1e-5, rtol=1e-4)
+        pitfalls = [] if right else suspected(output, x, weights, num_heads)
+    expect.close(output, expected, what=what, pitfalls=pitfalls)
+
+
 def expect_loaded(load: dict, what: str) -> None:
     names = load["missing"] + load["unexpected"]
     pitfalls = ["plain-list-layers"] if any(n.startswith("heads.") for n in load["unexpected"]) else []
@@ -232,8 +241,7 @@ def test_mha_matches_torch_multihead_attention(student, b, n, ctx, d, h, bias):
     expect.shape(result["output"], (b, n, d), what=what)
     with torch.no_grad():
         expected = torch_multihead(x, weights, h)
-        pitfalls = suspected(result["output"], x, weights, h)
-    expect.close(result["output"], expected, what=what + ", compared with nn.MultiheadAttention", pitfalls=pitfalls)
+    expect_attention(result["output"], expected, x, weights, h, what + ", compared with nn.MultiheadAttention")
 
 
 def test_mha_with_d_in_different_from_d_out(student):
@@ -244,8 +252,8 @@ def test_mha_with_d_in_different_from_d_out(student):
     expect_loaded(result["load"], what)
     expect.shape(result["output"], (3, 4, 6), what=what)
     with torch.no_grad():
-        expected, pitfalls = per_head(x, weights, 2), suspected(result["output"], x, weights, 2)
-    expect.close(result["output"], expected, what=what + ", compared with attention head by head", pitfalls=pitfalls)
+        expected = per_head(x, weights, 2)
+    expect_attention(result["output"], expected, x, weights, 2, what + ", compared with attention head by head")
 
 
 def test_mha_weights_of_each_query_sum_to_one(student):
@@ -269,8 +277,8 @@ def test_mha_one_head_matches_torch(student):
     what = "MultiHeadAttention(4, 4, 6, 0.0, num_heads=1) on a (2, 6, 4) input, compared with nn.MultiheadAttention"
     expect_loaded(result["load"], what)
     with torch.no_grad():
-        expected, pitfalls = torch_multihead(x, weights, 1), suspected(result["output"], x, weights, 1)
-    expect.close(result["output"], expected, what=what, pitfalls=pitfalls)
+        expected = torch_multihead(x, weights, 1)
+    expect_attention(result["output"], expected, x, weights, 1, what)
 
 
 def test_mha_gradients_match_torch_and_reach_every_parameter(student):
