@@ -1,0 +1,32 @@
+"""Exercise 05, reference solution: causal self-attention with dropout."""
+import torch
+from torch import nn
+
+
+class CausalAttention(nn.Module):
+    """Single-head self-attention in which position i sees positions <= i."""
+
+    def __init__(self, d_in: int, d_out: int, context_length: int, dropout: float, qkv_bias: bool = False):
+        super().__init__()
+        self.context_length = context_length
+        self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
+        self.dropout = nn.Dropout(dropout)
+        # True above the diagonal: token i may not look at tokens j > i.
+        # A buffer, so .to(device) moves it and state_dict() saves it.
+        causal = torch.triu(torch.ones(context_length, context_length, dtype=torch.bool), diagonal=1)
+        self.register_buffer("mask", causal)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """x (batch, n, d_in) with n <= context_length -> (batch, n, d_out)."""
+        n = x.size(-2)
+        if n > self.context_length:
+            raise ValueError(f"input has {n} tokens, more than context_length={self.context_length}")
+        queries, keys, values = self.W_query(x), self.W_key(x), self.W_value(x)  # (b, n, d_out)
+        scores = queries @ keys.transpose(-2, -1)                                 # (b, n, n)
+        # Mask before the softmax, on a slice of the buffer (never in place).
+        scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))
+        weights = torch.softmax(scores / keys.size(-1) ** 0.5, dim=-1)
+        weights = self.dropout(weights)
+        return weights @ values                                                   # (b, n, d_out)
