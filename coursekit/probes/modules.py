@@ -50,10 +50,13 @@ def hidden_list_modules(module: nn.Module) -> list[str]:
 
 
 def load_weights(module: nn.Module, weights: dict[str, torch.Tensor]) -> dict:
-    """Copy ``weights`` into ``module`` by name; report the names that did
-    not match instead of raising."""
+    """Copy ``weights`` into ``module`` by name; report the parameter names
+    that did not match instead of raising (buffers such as masks are the
+    module's own business and may be left out of ``weights``)."""
     result = module.load_state_dict(weights, strict=False)
-    return {"missing": sorted(result.missing_keys), "unexpected": sorted(result.unexpected_keys)}
+    buffers = {name for name, _ in module.named_buffers()}
+    missing = [k for k in result.missing_keys if k not in buffers]
+    return {"missing": sorted(missing), "unexpected": sorted(result.unexpected_keys)}
 
 
 def gradient_reach(module: nn.Module, forward: Forward) -> dict[str, bool]:
