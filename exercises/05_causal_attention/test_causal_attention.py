@@ -133,7 +133,7 @@ def test_mask_blocks_exactly_the_future(student):
     expect.close(
         mask, torch.ones(5, 5, dtype=torch.bool).triu(diagonal=1),
         what="self.mask for context_length=5: True strictly above the diagonal (1 = True)",
-        pitfalls=["mask-off-by-one"],
+        pitfalls=["mask-off-by-one"], check_dtype=False,  # the dtype has its own test
     )
 
 
@@ -222,23 +222,30 @@ def test_first_token_sees_only_itself(student):
 def test_unbatched_input(student):
     x = _inputs(5, 4, seed=40)
     weights = probe.random_weights(4, 3, seed=40)
+    result, error = None, ""
     try:
         result = probe.forward(student, x, d_out=3, context_length=6, weights=weights)
     except NotImplementedError:
         raise
     except Exception as exc:  # noqa: BLE001 - say what happened instead of a traceback
-        expect.that(False, what="forward on an unbatched input of shape (5, 4)",
-                    expected="an output of shape (5, 3); use x.size(-2) and transpose(-2, -1), not x.shape unpacking",
-                    actual=f"{type(exc).__name__}: {exc}")
+        error = f"{type(exc).__name__}: {exc}"
+    expect.that(result is not None, what="forward on an unbatched input of shape (5, 4)",
+                expected="an output of shape (5, 3); count dimensions from the end (x.size(-2), "
+                         "transpose(-2, -1)) instead of unpacking x.shape",
+                actual=error)
     expect.close(result["outputs"][0], oracle(x.unsqueeze(0), weights)[0], atol=1e-5,
                  what="output for an unbatched (5, 4) input", pitfalls=_suspects(_seen(result)))
 
 
 def test_too_long_input_raises_value_error(student):
     found = probe.raised(student, _inputs(2, 6, 3, seed=50), d_out=2, context_length=4)
-    expect.equal(found["raised"], "ValueError",
-                 what="CausalAttention(3, 2, context_length=4, ...) on an input with 6 tokens: the exception raised "
-                      f"(None = returned a result; message: {found['message']!r})")
+    expect.that(
+        found["raised"] == "ValueError",
+        what="CausalAttention(3, 2, context_length=4, ...) on an input with 6 tokens",
+        expected="ValueError, raised by forward itself: compare x.size(-2) with context_length first",
+        actual=f"{found['raised']} (from a later operation)" if found["raised"]
+        else f"no exception: an output of shape {tuple(found['output_shape'])}",
+    )
 
 
 def test_calling_twice_leaves_the_mask_alone(student):
