@@ -5,9 +5,13 @@ copies the given weights in (so nothing depends on the order in which the
 student's ``__init__`` draws random numbers), runs one thing and returns
 plain data. None of them asserts.
 
-The attention weights are read where the course says they must pass: a
-forward hook on ``module.dropout`` (the ``nn.Dropout`` applied to the weights
-after the softmax) records what goes in and what comes out.
+The attention weights can be read in two ways. :func:`revealing_setup`
+picks inputs and weights whose values form the identity matrix, so the
+output *is* the weight matrix, whatever the implementation calls. And
+:func:`forward` records, through a forward hook on ``module.dropout``, what
+goes into and out of the ``nn.Dropout`` that the course applies to the
+weights after the softmax (empty when the student never calls it); public
+tests use that only to pick which hint to show.
 """
 from __future__ import annotations
 
