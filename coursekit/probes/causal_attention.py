@@ -20,7 +20,14 @@ from types import ModuleType
 import torch
 from torch import nn
 
-from coursekit.probes.modules import dtypes_after_to, gradient_reach, load_weights, registered, tensor_attributes
+from coursekit.probes.modules import (
+    devices_after_to,
+    dtypes_after_to,
+    gradient_reach,
+    load_weights,
+    registered,
+    tensor_attributes,
+)
 
 PROJECTIONS = ("W_query", "W_key", "W_value")
 
@@ -178,21 +185,6 @@ def after_to(module: ModuleType, x: torch.Tensor, *, d_out: int, context_length:
     with torch.no_grad():
         output = attention(x.to(dtype))
     return {"dtypes": dtypes, "output": output, "load": load}
-
-
-def devices_after_to(attention: nn.Module, device: str | torch.device) -> dict[str, str]:
-    """``attention.to(device)``, then the device of every parameter, buffer
-    and plain tensor attribute. With ``device="meta"`` this shows, without a
-    GPU, which tensors ``.to("cuda")`` would leave behind.
-
-    (Generic: any ``nn.Module``; a candidate for ``probes/modules.py``.)"""
-    attention.to(device)
-    found = {name: str(t.device) for name, t in [*attention.named_parameters(), *attention.named_buffers()]}
-    for prefix, sub in attention.named_modules():
-        for name, value in vars(sub).items():
-            if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter):
-                found[f"{prefix}{'.' if prefix else ''}{name}"] = str(value.device)
-    return found
 
 
 def devices(module: ModuleType, d_in: int, d_out: int, context_length: int,

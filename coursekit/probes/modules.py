@@ -70,16 +70,29 @@ def gradient_reach(module: nn.Module, forward: Forward) -> dict[str, bool]:
     }
 
 
+def _every_tensor(module: nn.Module) -> dict[str, torch.Tensor]:
+    """Parameters, buffers and plain tensor attributes, by dotted name."""
+    found = dict([*module.named_parameters(), *module.named_buffers()])
+    for prefix, sub in module.named_modules():
+        for name, value in vars(sub).items():
+            if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter):
+                found[f"{prefix}{'.' if prefix else ''}{name}"] = value
+    return found
+
+
 def dtypes_after_to(module: nn.Module, dtype: torch.dtype) -> dict[str, str]:
     """``module.to(dtype)``, then the dtype of every floating parameter,
     buffer and plain tensor attribute (bool masks keep their dtype)."""
     module.to(dtype)
-    found = {name: str(t.dtype) for name, t in [*module.named_parameters(), *module.named_buffers()]}
-    for prefix, sub in module.named_modules():
-        for name, value in vars(sub).items():
-            if isinstance(value, torch.Tensor) and not isinstance(value, nn.Parameter):
-                found[f"{prefix}{'.' if prefix else ''}{name}"] = str(value.dtype)
-    return found
+    return {name: str(t.dtype) for name, t in _every_tensor(module).items()}
+
+
+def devices_after_to(module: nn.Module, device: str | torch.device) -> dict[str, str]:
+    """``module.to(device)``, then the device of every parameter, buffer and
+    plain tensor attribute. With ``device="meta"`` this shows, without a
+    GPU, which tensors ``.to("cuda")`` would leave behind."""
+    module.to(device)
+    return {name: str(t.device) for name, t in _every_tensor(module).items()}
 
 
 def train_eval_outputs(module: nn.Module, forward: Forward, seeds: tuple[int, int] = (0, 1)) -> dict:

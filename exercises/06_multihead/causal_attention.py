@@ -19,14 +19,23 @@ class CausalAttention(nn.Module):
         self.register_buffer("mask", causal)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x (batch, n, d_in) with n <= context_length -> (batch, n, d_out)."""
-        n = x.size(-2)
+        """x (batch, n, d_in) or unbatched (n, d_in), n <= context_length
+        -> (batch, n, d_out) or (n, d_out)."""
+        n = x.size(-2)  # counted from the end, so unbatched inputs work too
         if n > self.context_length:
             raise ValueError(f"input has {n} tokens, more than context_length={self.context_length}")
         queries, keys, values = self.W_query(x), self.W_key(x), self.W_value(x)  # (b, n, d_out)
+        # transpose(-2, -1), not .T: .T would reverse the batch dimension too.
         scores = queries @ keys.transpose(-2, -1)                                 # (b, n, n)
-        # Mask before the softmax, on a slice of the buffer (never in place).
+        # Mask before the softmax: a -inf score gets weight exp(-inf) = 0 and
+        # the other weights still sum to one. Slice the buffer to the input's
+        # length; masked_fill (no underscore) returns a new tensor and leaves
+        # the buffer as it is.
         scores = scores.masked_fill(self.mask[:n, :n], float("-inf"))
+        # Scale by 1/sqrt(d_k). The diagonal is never blocked, so no row is
+        # all -inf and the built-in softmax cannot return NaN here.
         weights = torch.softmax(scores / keys.size(-1) ** 0.5, dim=-1)
+        # Dropout on the weights, after the softmax; nn.Dropout is the
+        # identity in eval mode, so evaluation is deterministic.
         weights = self.dropout(weights)
         return weights @ values                                                   # (b, n, d_out)
