@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import pytest
+import torch
 
 from coursekit.course import CourseInfo, exercise_id_of
 from coursekit.expect import ProbeFailure
@@ -51,6 +52,13 @@ def _exercise_folder(path: Path) -> Path | None:
 
 def _course(folder: Path) -> CourseInfo:
     return CourseInfo.near(folder)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "pitfalls(*ids): pitfall ids whose hints a failure of this test shows")
+    # Exercise tensors are tiny: one thread is faster than two fighting over
+    # a shared machine, and makes timings steadier.
+    torch.set_num_threads(1)
 
 
 @pytest.fixture(scope="module")

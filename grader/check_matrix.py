@@ -7,13 +7,13 @@ own results, which would be circular).
 """
 from __future__ import annotations
 
-import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from grader.course import REPO_ROOT, Course, Exercise
 from grader.judge import ExerciseResult, Judge
 from grader.pitfalls import load_variants
+from grader.submissions import assemble
 
 
 @dataclass
@@ -44,15 +44,16 @@ def check_exercise(judge: Judge, exercise: Exercise, workdir: Path, root: Path =
     if not judge.plan(exercise).checks:
         return [MatrixRow(exercise.folder, "checks", 0, exercise.points, "no_checks", [], "no hidden checks defined")]
     rows = []
-    reference = judge.grade(exercise, root / "solutions" / exercise.folder, workdir)
+    reference_source = (root / "solutions" / exercise.folder / exercise.module).read_bytes()
+    reference_folder = assemble(exercise, reference_source, workdir / f"check-{exercise.id}-reference", judge.course, root)
+    reference = judge.grade(exercise, reference_folder, workdir)
     rows.append(_row(exercise, "reference", reference,
                      "" if reference.points >= exercise.points - 1e-9 else f"reference scores {reference.points:g}"))
     stub = judge.grade(exercise, root / "exercises" / exercise.folder, workdir)
     rows.append(_row(exercise, "stub", stub, "" if stub.points == 0 else f"stub scores {stub.points:g}"))
     for pitfall_id, variant in sorted(load_variants(exercise, root).items()):
-        folder = workdir / f"check-{exercise.id}-{pitfall_id}"
-        shutil.copytree(root / "solutions" / exercise.folder, folder, dirs_exist_ok=True)
-        (folder / exercise.module).write_text(variant.source, encoding="utf-8")
+        folder = assemble(exercise, variant.source.encode(), workdir / f"check-{exercise.id}-{pitfall_id}",
+                          judge.course, root)
         result = judge.grade(exercise, folder, workdir)
         if result.points >= exercise.points - 1e-9:
             problem = "loses no points"

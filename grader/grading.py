@@ -66,7 +66,7 @@ def grade_class(course: Course, exercises: list[Exercise], submissions_dir: Path
         on_plan(len(tasks))
     # References first, once, before the workers race for them.
     for exercise in {task.part.exercise.id: task.part.exercise for task in tasks}.values():
-        judge.expected(exercise)
+        judge.expected(exercise, workdir / "judge")
     write_lock = threading.Lock()
 
     def grade_one(task: Task) -> Task:

@@ -20,6 +20,7 @@ from grader.checks import Check, CheckPlan, checks_for
 from grader.course import REPO_ROOT, Course, Exercise, Text
 from grader.pitfalls import load_variants
 from grader.sandbox import CallResult, RunResult, Sandbox
+from grader.submissions import assemble
 
 
 class GraderError(Exception):
@@ -132,13 +133,15 @@ class Judge:
         """The exercise's checks and their hidden probe calls (built once)."""
         return self._once(("plan", exercise.id), lambda: CheckPlan.build(checks_for(exercise)))
 
-    def expected(self, exercise: Exercise) -> RunResult:
+    def expected(self, exercise: Exercise, workdir: Path) -> RunResult:
         """The reference's results on the hidden calls (computed once)."""
-        return self._once(("expected", exercise.id), lambda: self._run_reference(exercise))
+        return self._once(("expected", exercise.id), lambda: self._run_reference(exercise, workdir))
 
-    def _run_reference(self, exercise: Exercise) -> RunResult:
+    def _run_reference(self, exercise: Exercise, workdir: Path) -> RunResult:
         plan = self.plan(exercise)
-        run = self.sandbox.run(self.root / "solutions" / exercise.folder, exercise.module_name, plan.calls)
+        reference = (self.root / "solutions" / exercise.folder / exercise.module).read_bytes()
+        folder = assemble(exercise, reference, workdir / f"reference-{exercise.id}", self.course, self.root)
+        run = self.sandbox.run(folder, exercise.module_name, plan.calls)
         broken = [i for i, call in enumerate(run.calls) if not call.ok]
         if run.status != "ok" or len(run.calls) != len(plan.calls) or broken:
             detail = run.calls[broken[0]].error if broken else run.reason
@@ -153,11 +156,8 @@ class Judge:
         plan = self.plan(exercise)
         results = {}
         for pitfall_id, variant in load_variants(exercise, self.root).items():
-            folder = workdir / f"variant-{exercise.id}-{pitfall_id}"
-            folder.mkdir(parents=True, exist_ok=True)
-            for sibling in (self.root / "solutions" / exercise.folder).glob("*.py"):
-                (folder / sibling.name).write_text(sibling.read_text(encoding="utf-8"), encoding="utf-8")
-            (folder / exercise.module).write_text(variant.source, encoding="utf-8")
+            folder = assemble(exercise, variant.source.encode(), workdir / f"variant-{exercise.id}-{pitfall_id}",
+                              self.course, self.root)
             results[pitfall_id] = self.sandbox.run(folder, exercise.module_name, plan.calls)
         return results
 
@@ -169,7 +169,7 @@ class Judge:
             verdicts = [Verdict(c.id, False, 0.0, points[c.id], c.message, "not submitted") for c in plan.checks]
             return ExerciseResult(exercise.id, "not_submitted", f"{exercise.module} was not submitted",
                                   verdicts, exercise.points)
-        expected = self.expected(exercise)
+        expected = self.expected(exercise, workdir)
         run = self.sandbox.run(folder, exercise.module_name, plan.calls)
         verdicts: list[Verdict] = []
         passed: set[str] = set()

@@ -101,6 +101,18 @@ def _find_module(tree: Path, exercise: Exercise) -> Path | None:
     return None
 
 
+def assemble(exercise: Exercise, module_source: bytes, target: Path, course: Course, root: Path = REPO_ROOT) -> Path:
+    """A folder to grade: the exercise's module, plus the modules it ships
+    from earlier exercises, taken from their references (only the
+    exercise's own symbols are graded)."""
+    target.mkdir(parents=True, exist_ok=True)
+    for shipped_id in exercise.ships:
+        shipped = course.exercise(shipped_id)
+        shutil.copyfile(root / "solutions" / shipped.folder / shipped.module, target / shipped.module)
+    (target / exercise.module).write_bytes(module_source)
+    return target
+
+
 def _prepare(exercise: Exercise, module: Path, target: Path, course: Course, root: Path) -> ExerciseSubmission:
     if module.is_symlink() or not module.is_file():
         return ExerciseSubmission(exercise, None, "", f"{exercise.module} is not a regular file")
@@ -108,12 +120,7 @@ def _prepare(exercise: Exercise, module: Path, target: Path, course: Course, roo
     if size > MAX_MODULE_BYTES:
         return ExerciseSubmission(exercise, None, "", f"{exercise.module} is {size >> 10} KiB (at most {MAX_MODULE_BYTES >> 10} KiB)")
     data = module.read_bytes()
-    target.mkdir(parents=True, exist_ok=True)
-    for shipped_id in exercise.ships:
-        shipped = course.exercise(shipped_id)
-        shutil.copyfile(root / "solutions" / shipped.folder / shipped.module, target / shipped.module)
-    (target / exercise.module).write_bytes(data)
-    return ExerciseSubmission(exercise, target, hashlib.sha256(data).hexdigest())
+    return ExerciseSubmission(exercise, assemble(exercise, data, target, course, root), hashlib.sha256(data).hexdigest())
 
 
 def collect(submissions_dir: Path, course: Course, exercises: list[Exercise], workdir: Path,
