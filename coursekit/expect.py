@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import torch
 
@@ -57,12 +57,17 @@ def close(
     atol: float = 1e-5,
     rtol: float = 1e-4,
     check_dtype: bool = True,
+    diagnose: Callable[[], Iterable[str]] | None = None,
 ) -> None:
-    """``actual`` equals ``expected`` within tolerance, same shape and dtype."""
+    """``actual`` equals ``expected`` within tolerance, same shape and dtype.
+
+    ``diagnose``, if given, runs only on failure and returns more pitfall
+    ids (e.g. by trying which known mistake reproduces ``actual``): useful
+    when working them out costs extra calls."""
     mismatch = compare_tensors(actual, expected, atol=atol, rtol=rtol, check_dtype=check_dtype)
     if mismatch is not None:
         exp, act = describe(mismatch)
-        raise ProbeFailure(what, exp, act, pitfalls)
+        raise ProbeFailure(what, exp, act, [*pitfalls, *(diagnose() if diagnose else ())])
 
 
 def shape(actual: object, expected: tuple[int, ...], *, what: str, pitfalls: Iterable[str] = ()) -> None:

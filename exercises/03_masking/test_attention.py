@@ -78,10 +78,8 @@ def likely_pitfalls(weights, q, k, mask=None):
 
 
 def close(actual, expected, *, what, diagnose=list, **tolerance):
-    """expect.close, but the pitfalls are worked out only on failure:
-    ``diagnose()`` runs extra attention calls, too slow to do every time."""
-    if compare_tensors(actual, expected, **tolerance) is not None:
-        expect.close(actual, expected, what=what, pitfalls=diagnose(), **tolerance)
+    """expect.close; ``diagnose()`` runs extra attention calls, only on failure."""
+    expect.close(actual, expected, what=what, diagnose=diagnose, **tolerance)
 
 
 def expect_pair(result, what):
