@@ -18,7 +18,9 @@ autograded notebook, see nbgrader issues #917 and #1363) cannot leak them.
 """
 from __future__ import annotations
 
+import os
 import shutil
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -135,7 +137,7 @@ def _ensure_structure(gb, course: Course, assignment: Assignment, root: Path) ->
             continue
         except MissingEntry:
             gb.add_notebook(name, assignment.id)
-        gb.add_solution_cell(answer_cell_id(exercise), name, assignment.id, cell_type="code")
+        gb.add_solution_cell(answer_cell_id(exercise), name, assignment.id)
         tests = public_tests(exercise, root)
         for test, points in zip(tests, split_points(exercise.points, len(tests))):
             gb.add_grade_cell(test_cell_id(exercise, test), name, assignment.id, max_score=points, cell_type="code")
@@ -148,6 +150,14 @@ def _distribute(total: float, maxima: list[float]) -> list[float]:
     if scores:
         scores[-1] = round(total - sum(scores[:-1]), 4)
     return [min(max(s, 0.0), m) for s, m in zip(scores, maxima)]
+
+
+def alembic_on_path() -> None:
+    """nbgrader creates a new gradebook by running the ``alembic`` command
+    (``nbgrader.api.get_alembic_version``): make this interpreter's scripts
+    findable when the virtual environment is used without being activated."""
+    if shutil.which("alembic") is None:
+        os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
 
 def push_scores(course: Course, grades_db: Path, nbgrader_db: Path, assignment_id: str, root: Path) -> PushReport:
@@ -173,6 +183,7 @@ def push_scores(course: Course, grades_db: Path, nbgrader_db: Path, assignment_i
     with Gradebook(grades_db) as ours:
         records = [r for r in ours.records(course.course.version) if r.key.exercise in assignment.exercises]
     report = PushReport()
+    alembic_on_path()
     with NbGradebook(f"sqlite:///{nbgrader_db.resolve()}", course_id=course_id(course)) as gb:
         _ensure_structure(gb, course, assignment, root)
         for student in sorted({r.key.student for r in records}):
