@@ -19,12 +19,12 @@ def answer_cell_id(exercise: Exercise) -> str:
     return f"ex{exercise.id}_answer"
 
 
-def tests_cell_id(exercise: Exercise) -> str:
+def definitions_cell_id(exercise: Exercise) -> str:
     """nbgrader ``grade_id`` of the read-only cell defining the public tests."""
     return f"ex{exercise.id}_tests"
 
 
-def test_cell_id(exercise: Exercise, test_name: str) -> str:
+def graded_cell_id(exercise: Exercise, test_name: str) -> str:
     """nbgrader ``grade_id`` of the graded cell running one public test."""
     return f"ex{exercise.id}_{test_name}"
 
@@ -41,12 +41,12 @@ def available_exercises(course: Course, root: Path, ids: list[str] | None = None
     return [e for e in chosen if (root / "exercises" / e.folder / e.module).is_file()]
 
 
-def test_files(exercise: Exercise, root: Path) -> list[Path]:
+def public_test_files(exercise: Exercise, root: Path) -> list[Path]:
     """The exercise's public test files, sorted by name."""
     return sorted((root / "exercises" / exercise.folder).glob("test_*.py"))
 
 
-def test_functions(path: Path) -> list[str]:
+def public_test_functions(path: Path) -> list[str]:
     """Names of the top-level test functions of a test file, in file order
     (pytest's default: functions named ``test*``)."""
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))

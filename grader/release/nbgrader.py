@@ -26,7 +26,7 @@ from pathlib import Path
 
 from grader.course import Assignment, Course, Exercise
 from grader.release.common import (
-    ReleaseError, answer_cell_id, available_exercises, notebook_name, split_points, test_cell_id,
+    ReleaseError, answer_cell_id, available_exercises, notebook_name, split_points, graded_cell_id,
 )
 
 CONFIG_TEMPLATE = '''\
@@ -140,7 +140,7 @@ def _ensure_structure(gb, course: Course, assignment: Assignment, root: Path) ->
         gb.add_solution_cell(answer_cell_id(exercise), name, assignment.id)
         tests = public_tests(exercise, root)
         for test, points in zip(tests, split_points(exercise.points, len(tests))):
-            gb.add_grade_cell(test_cell_id(exercise, test), name, assignment.id, max_score=points, cell_type="code")
+            gb.add_grade_cell(graded_cell_id(exercise, test), name, assignment.id, max_score=points, cell_type="code")
 
 
 def _distribute(total: float, maxima: list[float]) -> list[float]:

@@ -33,8 +33,8 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from grader.course import Course, Exercise
 from grader.release.common import (
-    ReleaseError, answer_cell_id, split_points, student_course_data, test_cell_id, test_files, test_functions,
-    tests_cell_id,
+    ReleaseError, answer_cell_id, split_points, student_course_data, graded_cell_id, public_test_files, public_test_functions,
+    definitions_cell_id,
 )
 
 BEGIN_SOLUTION = "### BEGIN SOLUTION"
@@ -101,9 +101,9 @@ def answer_source(exercise: Exercise, root: Path, *, with_solution: bool) -> str
             f"{reference}\n{END_SOLUTION}\n")
 
 
-def tests_source(course: Course, exercise: Exercise, root: Path) -> str:
+def public_tests_source(course: Course, exercise: Exercise, root: Path) -> str:
     """The read-only cell that defines the public tests (``tests_NN``)."""
-    files = test_files(exercise, root)
+    files = public_test_files(exercise, root)
     if not files:
         raise ReleaseError(f"exercises/{exercise.folder} has no test_*.py: nothing to put in the test cells")
     data = student_course_data(course, [exercise])
@@ -123,7 +123,7 @@ def tests_source(course: Course, exercise: Exercise, root: Path) -> str:
 
 def public_tests(exercise: Exercise, root: Path) -> list[str]:
     """Test function names across the exercise's test files, unique."""
-    names = [name for path in test_files(exercise, root) for name in test_functions(path)]
+    names = [name for path in public_test_files(exercise, root) for name in public_test_functions(path)]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise ReleaseError(f"exercises/{exercise.folder}: test names used in two files: {', '.join(duplicates)}")
@@ -141,13 +141,13 @@ def build_notebook(course: Course, exercise: Exercise, root: Path, *, with_solut
         new_markdown_cell(HOWTO, metadata=_meta(f"ex{exercise.id}_howto", locked=True)),
         new_code_cell(answer_source(exercise, root, with_solution=with_solution),
                       metadata=_meta(answer_cell_id(exercise), solution=True)),
-        new_code_cell(tests_source(course, exercise, root), metadata=_meta(tests_cell_id(exercise), locked=True)),
+        new_code_cell(public_tests_source(course, exercise, root), metadata=_meta(definitions_cell_id(exercise), locked=True)),
     ]
     for name, points in zip(names, split_points(exercise.points, len(names))):
         cells.append(new_code_cell(
             f"# Public test {name} ({points:g} point{'s' if points != 1 else ''})\n"
             f"tests_{exercise.id}.run({name!r}, globals())",
-            metadata=_meta(test_cell_id(exercise, name), grade=True, locked=True, points=points),
+            metadata=_meta(graded_cell_id(exercise, name), grade=True, locked=True, points=points),
         ))
     notebook = new_notebook(cells=cells, metadata={
         "kernelspec": dict(KERNELSPEC),
