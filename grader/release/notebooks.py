@@ -73,8 +73,9 @@ def _readme(exercise: Exercise, root: Path, name: str) -> str:
     if not path.is_file():
         raise ReleaseError(f"{path} is missing: the notebook's instructions come from it")
     text = path.read_text(encoding="utf-8")
-    # The link line between the two READMEs means nothing inside a notebook.
-    return re.sub(r"^\[(中文版|English)\]\(README(\.zh)?\.md\)[^\n]*\n", "", text, count=1, flags=re.M)
+    # The link between the two READMEs means nothing inside a notebook
+    # (both are in it); the rest of that line (the seeds) stays.
+    return re.sub(r"^\[(中文版|English)\]\(README(\.zh)?\.md\)\s*(·\s*)?", "", text, count=1, flags=re.M)
 
 
 def _string_literal(source: str) -> str:
