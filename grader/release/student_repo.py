@@ -180,14 +180,19 @@ def secret_lines(course: Course, root: Path) -> dict[str, list[str]]:
     that a later exercise ships as working code are not secret."""
     found: dict[str, list[str]] = {}
     shipped = _shipped_ids(course)
-    # Text students get by design: a line that occurs in it proves nothing.
-    hints = "\n".join(f"{p.hint.en}\n{p.hint.zh}" for p in course.pitfalls)
+    # Text students get by design (stubs, public tests, READMEs, the modules
+    # later exercises ship, coursekit, the hints): a line found there proves
+    # nothing, however much it looks like a solution.
+    public = "\n".join([
+        *(p.read_text(encoding="utf-8", errors="replace") for folder in ("exercises", "coursekit")
+          for p in sorted((root / folder).rglob("*")) if p.is_file() and p.suffix in TEXT_SUFFIXES),
+        *(f"{p.hint.en}\n{p.hint.zh}" for p in course.pitfalls),
+    ])
+
+    def distinctive(lines: set[str]) -> list[str]:
+        return sorted(line for line in lines if len(line) >= MIN_LEAK_LINE and line not in public)
+
     for exercise in available_exercises(course, root):
-        public = (root / "exercises" / exercise.folder / exercise.module).read_text(encoding="utf-8") + hints
-
-        def distinctive(lines: set[str]) -> list[str]:
-            return sorted(line for line in lines if len(line) >= MIN_LEAK_LINE and line not in public)
-
         reference = root / "solutions" / exercise.folder / exercise.module
         if not reference.is_file():
             continue
