@@ -65,7 +65,8 @@ def test_course_file_holds_only_what_students_need(released, course):
 def test_nothing_of_the_instructors_side_is_released(released, course):
     secrets = secret_lines(course, REPO_ROOT)
     # The search looks for something: every reference and variant file has distinctive lines.
-    present = [e for e in course.exercises if (REPO_ROOT / "solutions" / e.folder / e.module).is_file()]
+    present = [e for e in course.exercises if (REPO_ROOT / "solutions" / e.folder / e.module).is_file()
+               and (REPO_ROOT / "exercises" / e.folder / e.module).is_file()]
     shipped = {i for e in course.exercises for i in e.ships}
     expected = {f"solutions/{e.folder}/{e.module}" for e in present if e.id not in shipped}
     expected |= {f"grader/pitfalls/{e.folder}.yaml" for e in present
