@@ -93,6 +93,30 @@ def encode_decode(module: ModuleType, config: dict, seed: int, src: torch.Tensor
         }
 
 
+def _kept_weights(model: nn.Module, stack: str, attention: str) -> torch.Tensor | None:
+    """``model.<stack>.layers[0].<attention>.attn``, or None if any link is missing."""
+    try:
+        weights = getattr(getattr(model, stack).layers[0], attention).attn
+    except (AttributeError, IndexError, TypeError):
+        return None
+    return weights.detach().clone() if isinstance(weights, torch.Tensor) else None
+
+
+def attention_weights(module: ModuleType, config: dict, seed: int, src: torch.Tensor, tgt: torch.Tensor) -> dict:
+    """The attention weights ``(b, h, n_q, n_k)`` that the first encoder
+    layer and the first decoder layer keep in ``.attn`` after
+    ``model(src, tgt)`` in eval mode (None where missing): they show which
+    keys each query was allowed to see."""
+    model = build(module, config, seed)
+    with torch.no_grad():
+        model(src, tgt)
+    return {
+        "encoder_self": _kept_weights(model, "encoder", "self_attn"),
+        "decoder_self": _kept_weights(model, "decoder", "self_attn"),
+        "decoder_cross": _kept_weights(model, "decoder", "cross_attn"),
+    }
+
+
 def _capture_first_input(sub: object, store: dict, key: str):
     def hook(_module, args, kwargs):
         store[key] = (args[0] if args else kwargs.get("x")).detach().clone()

@@ -9,7 +9,7 @@ from coursekit import expect
 from coursekit.probes.modules import dtypes_after_to, gradient_reach, train_eval_outputs
 from coursekit.probes.source import forbidden_uses
 from coursekit.probes.transformer import (
-    build, default_device_forward, encode_decode, forward_logits, greedy_output, meta_forward, stack_inputs,
+    attention_weights, build, default_device_forward, encode_decode, forward_logits, greedy_output, meta_forward, stack_inputs,
     structure,
 )
 
@@ -166,6 +166,37 @@ def test_the_decoder_is_causal(student):
                       "a position must not see the future (causal mask inside the model)")
     expect.that(not torch.allclose(after[:, 3], before[:, 3]), what="logits at position 3 after changing the token there",
                 expected="different (the token itself is visible)", actual="unchanged")
+
+
+def test_attention_weights_follow_the_masks(student):
+    # Right-padded sources and targets (pad_idx = 0); the first layers' weights.
+    src = torch.tensor([[4, 5, 6, 7, 8], [9, 10, 0, 0, 0]])
+    tgt = torch.tensor([[1, 4, 5, 6], [1, 7, 0, 0]])
+    found = attention_weights(student, CONFIG, 0, src, tgt)
+    for name, weights in found.items():
+        expect.that(weights is not None, what=f"attention weights kept by the first {name.replace('_', ' ')} layer (.attn)",
+                    expected="a tensor (batch, heads, n_q, n_k) after model(src, tgt)", actual="None")
+    src_pad = (src == 0)[:, None, None, :]  # (b, 1, 1, n_src): broadcasts over heads and queries
+    for name in ("encoder_self", "decoder_cross"):
+        blocked = found[name].masked_select(src_pad.expand_as(found[name]))
+        allowed = found[name].masked_select(~src_pad.expand_as(found[name]))
+        expect.close(blocked, torch.zeros_like(blocked),
+                     what=f"{name.replace('_', ' ')}-attention weights on padded source positions (src_mask)",
+                     pitfalls=["mask-inverted"] if bool((allowed == 0).all()) else [])
+    weights = found["decoder_self"][:, :, :2]  # the queries of the real tokens of both rows
+    future = torch.triu(torch.ones(2, 4, dtype=torch.bool), diagonal=1)  # query i may see keys 0..i
+    diagonal = torch.diagonal(weights, dim1=-2, dim2=-1)  # (b, h, 2): query i on key i
+    if bool((weights.masked_select(~future.expand_as(weights)) == 0).all()):
+        pitfalls = ["mask-inverted"]  # only the future is visible
+    elif bool((diagonal == 0).all()):
+        pitfalls = ["mask-off-by-one"]  # the past is visible, but not the token itself
+    else:
+        pitfalls = []
+    expect.close(weights.masked_select(future.expand_as(weights)), torch.zeros(weights.shape[:2].numel() * int(future.sum())),
+                 what="decoder self-attention weights on future target positions (tgt_mask)", pitfalls=pitfalls)
+    expect.close(weights.sum(-1), torch.ones(weights.shape[:-1]),
+                 what="sum of each real target token's decoder self-attention weights (it sees itself and the past)",
+                 pitfalls=pitfalls)
 
 
 def test_masks_are_built_on_the_inputs_device(student):
