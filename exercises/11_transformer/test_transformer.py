@@ -1,5 +1,5 @@
 """Public tests for exercise 11. Run: pytest exercises/11_transformer
-(the copy-task training test is in test_copy_task.py)."""
+(the copy-task training test is in test_transformer_training.py)."""
 import math
 
 import pytest

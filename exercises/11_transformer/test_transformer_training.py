@@ -2,7 +2,7 @@
 
 It trains for a few seconds on the CPU (200 Adam steps, one thread), with
 fixed seeds; the reference passes it for every seed we tried. Run it alone:
-pytest exercises/11_transformer/test_copy_task.py
+pytest exercises/11_transformer/test_transformer_training.py
 """
 from coursekit import expect
 from coursekit.probes.transformer import COPY_CONFIG, copy_task
