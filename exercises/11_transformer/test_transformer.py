@@ -119,10 +119,10 @@ def test_embeddings_are_scaled_and_get_the_positional_encoding_once(student, sid
     pitfalls = []
     if torch.allclose(got, 2 * embedded * scale + pe, atol=1e-4) or torch.allclose(got, 2 * embedded + pe, atol=1e-4):
         pitfalls = ["pe-added-twice"]
-    note = " (your input equals embedding + PE: the sqrt(d_model) factor is missing)" if torch.allclose(
-        got, embedded + pe, atol=1e-4) else ""
+    if torch.allclose(got, embedded + pe, atol=1e-4):
+        pitfalls = ["embed-not-scaled"]
     expect.close(got, embedded * scale + pe, atol=1e-4,
-                 what=f"input of model.{side} (eval mode): {'src' if side == 'encoder' else 'tgt'}_embed(ids) * sqrt(d_model) + PE[:n]{note}",
+                 what=f"input of model.{side} (eval mode): {'src' if side == 'encoder' else 'tgt'}_embed(ids) * sqrt(d_model) + PE[:n]",
                  pitfalls=pitfalls)
 
 
