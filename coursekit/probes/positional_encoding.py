@@ -53,14 +53,17 @@ def encoding_output(module: ModuleType, x: torch.Tensor, d_model: int, max_len: 
     encoder = module.PositionalEncoding(d_model, dropout=dropout, max_len=max_len)
     encoder.train(train)
     before = x.detach().clone()
-    x_in = x.detach().clone().requires_grad_(True)
+    leaf = x.detach().clone().requires_grad_(True)
+    # A non-leaf copy goes in: an in-place edit by the module is then allowed
+    # (and visible), instead of failing with autograd's leaf-variable error.
+    x_in = leaf.clone()
     torch.manual_seed(seed)
     output = encoder(x_in)
     unchanged = bool(torch.equal(x_in.detach(), before))
     grad = None
     if isinstance(output, torch.Tensor) and output.requires_grad:
         output.sum().backward()
-        grad = x_in.grad
+        grad = leaf.grad
     pe = getattr(encoder, "pe", None)
     return {"output": output.detach() if isinstance(output, torch.Tensor) else output,
             "pe": pe.detach().clone() if isinstance(pe, torch.Tensor) else None,
