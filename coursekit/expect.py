@@ -109,6 +109,7 @@ def modules_registered(hidden_lists: list[str], *, what: str = "sub-modules of y
 def gradients_reach_all(reach: dict[str, bool], *, what: str = "gradients after backward()", pitfalls: Iterable[str] = ()) -> None:
     """Every parameter received a non-zero gradient
     (see :func:`coursekit.probes.modules.gradient_reach`)."""
+    __tracebackhide__ = True
     missing = sorted(name for name, got in reach.items() if not got)
     that(not missing, what=what, expected="a non-zero gradient for every parameter",
          actual="no gradient for " + ", ".join(missing), pitfalls=pitfalls)
