@@ -1,18 +1,22 @@
 """One sandboxed run, in a child forked by the fork-server.
 
-The child confines itself first (in this order: session, namespaces,
-filesystem view, rlimits, Landlock, uid, seccomp), reports which layers
-took, and only then reads its request, imports the module and runs the
-probe calls, streaming one frame per call. It never returns: it ends with
-``os._exit``.
+The server forks a *spare* child ahead of time; it leaves the server's
+session, unshares its namespaces and mounts the read-only part of its
+filesystem view, then waits for a run. When one comes it finishes
+confining itself (module copy and scratch, pivot_root, rlimits, Landlock,
+uid, seccomp, in that order), reports which layers took, and only then
+reads its request, imports the module and runs the probe calls, streaming
+one frame per call. It never returns: it ends with ``os._exit``.
 
-fds on entry to the student's code: 0 = /dev/null, 1 and 2 = capped pipes
+fds when the student's code runs: 0 = /dev/null, 1 and 2 = capped pipes
 read by the grader, 3 = the request, 4 = the result frames. Nothing else.
 """
 from __future__ import annotations
 
 import importlib
+import json
 import os
+import socket
 import sys
 import traceback
 
@@ -21,12 +25,56 @@ from grader.sandbox import landlock, limits, namespaces, seccomp, syscalls, wire
 REQUEST_FD, RESULT_FD = 3, 4
 
 
-def run(spec: dict, fds: list[int], server_pid: int) -> None:
-    """Entry point in the forked child; never returns."""
+def spare(ctl: socket.socket, config: dict, server_pid: int) -> None:
+    """Entry point of a spare child; never returns."""
     try:
         os.setsid()  # its own session and process group: the grader kills the group
+        limits.die_with_parent(server_pid)
+        keep = ctl.fileno()
+        os.closerange(3, keep)
+        os.closerange(keep + 1, 1 << 20)
+        layers: dict[str, str] = {"fork_server": "active", "session": "active"}
+        mounted = _prepare(config, layers)
+        data, fds, _, _ = socket.recv_fds(ctl, 1 << 20, 8)
+        ctl.close()
+        if not data or len(fds) != 4:
+            os._exit(0)  # the server is gone, or sent no run
+        _run({**config, **json.loads(data)}, layers, mounted, fds, server_pid)
+    except BaseException:
+        os._exit(1)
+
+
+def _attempt(layers: dict[str, str], disabled: set[str], name: str, fn, *args):
+    """Apply one layer; a failing layer degrades (reported), never aborts."""
+    if name in disabled:
+        layers[name] = "missing: disabled by configuration"
+        return None
+    try:
+        result = fn(*args)
+        layers[name] = "active"
+        return result
+    except namespaces.SnapshotError:
+        raise  # the module's fault, not the layer's: reported as an import error
+    except Exception as exc:
+        layers[name] = f"missing: {wire.one_line(exc)}"
+        return None
+
+
+def _prepare(config: dict, layers: dict[str, str]) -> bool:
+    """Namespaces and the read-only view; whether the view is mounted."""
+    disabled = set(config["disable"])
+    if _attempt(layers, disabled, "namespaces", namespaces.enter, os.geteuid() == 0) is None:
+        layers["filesystem_view"] = "missing: no mount namespace"
+        return False
+    _attempt(layers, disabled, "filesystem_view", namespaces.build_base,
+             config["root"], config["read"], config["devices"])
+    return layers["filesystem_view"] == "active"
+
+
+def _run(spec: dict, layers: dict[str, str], mounted: bool, fds: list[int], server_pid: int) -> None:
+    try:
         _arrange_fds(fds)
-        layers = _confine(spec, server_pid)
+        _confine(spec, layers, mounted, server_pid)
         _send({"kind": "layers", "layers": layers})
         if "snapshot_error" in spec:
             _send({"kind": "import_error", "error": spec["snapshot_error"]})
@@ -45,25 +93,16 @@ def run(spec: dict, fds: list[int], server_pid: int) -> None:
         os._exit(0)
 
 
-def _flush() -> None:
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except BaseException:
-            pass
-
-
 def _arrange_fds(fds: list[int]) -> None:
     """fds = [request, result, stdout, stderr] from the grader; put them in
     place and close everything else (fds inherited through fork stay open
     and readable otherwise, O_CLOEXEC or not)."""
     import fcntl
 
-    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 100) for fd in fds]
-    request, result, out, err = high
+    request, result, out, err = [fcntl.fcntl(fd, fcntl.F_DUPFD, 100) for fd in fds]
     null = os.open("/dev/null", os.O_RDWR)
     for source, target in ((null, 0), (out, 1), (err, 2), (request, REQUEST_FD), (result, RESULT_FD)):
-        os.dup2(source, target)  # dup2 targets are inheritable; nothing is exec'd anyway
+        os.dup2(source, target)
     os.closerange(RESULT_FD + 1, 1 << 20)
     sys.stdin = open(0, "r", closefd=False)
     sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)
@@ -71,60 +110,44 @@ def _arrange_fds(fds: list[int]) -> None:
     sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
 
 
-def _confine(spec: dict, server_pid: int) -> dict[str, str]:
-    """Apply every layer that works here; returns name -> "active" or
-    "missing: reason". A failing layer degrades, it never aborts the run."""
-    layers: dict[str, str] = {"fork_server": "active", "session": "active"}
-    disabled = set(spec.get("disable", ()))
+def _confine(spec: dict, layers: dict[str, str], mounted: bool, server_pid: int) -> None:
+    """The per-run layers, in order; each degrades on its own."""
+    disabled = set(spec["disable"])
     as_root = os.geteuid() == 0
     uid, gid = (spec["uid"], spec["gid"]) if as_root else (os.getuid(), os.getgid())
-
-    def attempt(name: str, fn, *args):
-        if name in disabled:
-            layers[name] = "missing: disabled by configuration"
-            return None
+    if mounted:
         try:
-            result = fn(*args)
-            layers[name] = "active"
-            return result
-        except namespaces.SnapshotError:
-            raise  # the module's fault, not the layer's: reported as an import error
-        except Exception as exc:
-            layers[name] = f"missing: {wire.one_line(exc)}"
-            return None
-
-    entered = attempt("namespaces", namespaces.enter, as_root)
-    if entered is None:
-        layers["filesystem_view"] = "missing: no mount namespace"
-    else:
-        view = namespaces.View(
-            root=spec["run_dir"], read=tuple(spec["read"]), devices=tuple(spec["devices"]),
-            module_dir=spec["module_dir"], scratch=spec["scratch"], owner=(uid, gid),
-            scratch_mb=limits.FILE_SIZE_MB)
-        try:
-            attempt("filesystem_view", namespaces.build_view, view)
+            _attempt(layers, disabled, "filesystem_view", namespaces.finish_view, spec["root"],
+                     spec["module_dir"], spec["scratch"], (uid, gid), limits.FILE_SIZE_MB)
         except namespaces.SnapshotError as exc:
             spec["snapshot_error"] = str(exc)
-            layers["filesystem_view"] = "active"
-        if not as_root:
-            attempt("capabilities_dropped", limits.drop_capabilities)
+    if layers["namespaces"] == "active" and not as_root:
+        _attempt(layers, disabled, "capabilities_dropped", limits.drop_capabilities)
     nproc = limits.THREADS_PER_RUN if as_root else None
-    attempt("rlimits", limits.set_rlimits, spec["limits"]["memory_mb"], spec["limits"]["cpu_s"], nproc)
+    _attempt(layers, disabled, "rlimits", limits.set_rlimits, spec["limits"]["memory_mb"],
+             spec["limits"]["cpu_s"], nproc)
     # no_new_privs: required by Landlock for a non-root caller, and by seccomp.
     syscalls.prctl(syscalls.PR_SET_NO_NEW_PRIVS, 1)
-    attempt("landlock", landlock.restrict,
-            [*spec["read"], spec["module_dir"]], [spec["scratch"]], list(spec["devices"]))
+    _attempt(layers, disabled, "landlock", landlock.restrict,
+             [*spec["read"], spec["module_dir"]], [spec["scratch"]], list(spec["devices"]))
     if as_root:
-        attempt("uid_drop", limits.drop_uid, uid, gid)
-    limits.die_with_parent(server_pid)
-    attempt("seccomp", seccomp.install)
+        _attempt(layers, disabled, "uid_drop", limits.drop_uid, uid, gid)
+    limits.die_with_parent(server_pid)  # a uid change clears it
+    _attempt(layers, disabled, "seccomp", seccomp.install)
     os.environ.update(HOME=spec["scratch"], TMPDIR=spec["scratch"])
     os.chdir(spec["scratch"])
-    return layers
 
 
 def _send(header: dict, value: object = wire.NO_VALUE, payload: bytes | None = None) -> None:
     wire.write_all(RESULT_FD, wire.frame(header, value, payload=payload))
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
 
 
 def _serve(spec: dict) -> None:
@@ -142,7 +165,7 @@ def _serve(spec: dict) -> None:
         module = load_module(spec["module_dir"], spec["module_name"])
     except BaseException as exc:  # ExerciseImportError, or SystemExit at import time
         message = str(exc) if type(exc).__name__ == "ExerciseImportError" else \
-            f"importing {spec['module_name']} raised {wire.one_line(exc)}"
+            f"importing {spec['module_name']}.py raised {wire.one_line(exc)}"
         _send({"kind": "import_error", "error": message[:2000]})
         return
     for i, ((probe, kwargs), fn) in enumerate(zip(calls, probes)):

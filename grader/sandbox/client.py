@@ -69,7 +69,7 @@ class Sandbox:
         self._proc: subprocess.Popen | None = None
         self._ctl: socket.socket | None = None
         self._info: dict = {}
-        self._read: list[str] = []
+        self._root_dir: str | None = None
         self._layers: dict[str, str] = {}
         self._warned = False
 
@@ -98,6 +98,9 @@ class Sandbox:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        if self._root_dir is not None:
+            shutil.rmtree(self._root_dir, ignore_errors=True)
+            self._root_dir = None
 
     def _server(self) -> socket.socket:
         """The control socket of a running fork-server, started if needed."""
@@ -126,7 +129,13 @@ class Sandbox:
                 raise SandboxError(f"the sandbox fork-server did not start: {ready.get('error', 'no reply')}")
             ours.settimeout(None)
             self._info = ready
-            self._read = policy.read_paths(ready["sys_path"], self._allow_read)
+            read = policy.read_paths(ready["sys_path"], self._allow_read)
+            if self._root_dir is not None:  # a server that died: its mount point is free again
+                shutil.rmtree(self._root_dir, ignore_errors=True)
+            self._root_dir = tempfile.mkdtemp(prefix="sandbox-root-", dir=self._scratch_root)
+            config = {"root": self._root_dir, "read": read, "devices": list(policy.DEVICES),
+                      "limits": vars(self.limits), "uid": self._uid, "gid": self._gid, "disable": self._disable}
+            ours.sendall(json.dumps({"op": "configure", "config": config}).encode())
             self._proc, self._ctl = proc, ours
             threading.Thread(target=self._dispatch, args=(ours,), daemon=True, name="sandbox-dispatch").start()
             return ours
@@ -179,7 +188,6 @@ class Sandbox:
     def run(self, folder: Path, module_name: str, calls: Sequence[ProbeCall]) -> RunResult:
         """Import ``folder/module_name.py`` in a fresh confined child and run
         each call there; see :class:`RunResult`."""
-        started = time.monotonic()
         folder = Path(folder).resolve()
         module_name = module_name.removesuffix(".py")
         if not (folder / f"{module_name}.py").is_file():
@@ -190,6 +198,7 @@ class Sandbox:
         except wire.ProtocolError as exc:
             raise ValueError(f"probe kwargs must be plain data: {exc}") from None
         self._server()
+        started = time.monotonic()  # the wall clock starts once the fork-server is up
         run_dir = Path(tempfile.mkdtemp(prefix="sandbox-run-", dir=self._scratch_root))
         scratch = run_dir / "scratch"
         scratch.mkdir()
@@ -199,9 +208,7 @@ class Sandbox:
         pipes = [os.pipe() for _ in range(4)]  # request, result, stdout, stderr
         child_ends = [pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1]]
         ours = [pipes[0][1], pipes[1][0], pipes[2][0], pipes[3][0]]
-        spec = {"module_dir": str(folder), "module_name": module_name, "run_dir": str(run_dir),
-                "scratch": str(scratch), "read": self._read, "devices": list(policy.DEVICES),
-                "limits": vars(self.limits), "uid": self._uid, "gid": self._gid, "disable": self._disable}
+        spec = {"module_dir": str(folder), "module_name": module_name, "scratch": str(scratch)}
         run_id = next(self._ids)
         self._waiters[run_id] = queue.Queue()
         state = RunState(self.limits, [c.probe for c in calls], module_name)
@@ -214,7 +221,7 @@ class Sandbox:
             if reply.get("op") != "started":
                 raise SandboxError(f"the fork-server could not start a run: {reply.get('error', 'it died')}")
             pid = reply["pid"]
-            state.pump(ours, wire.frame({"kind": "request"}, request), deadline=started + self.limits.timeout_s)
+            state.pump(ours, wire.frame({"kind": "request"}, request), deadline=time.monotonic() + self.limits.timeout_s)
         finally:
             for fd in child_ends:
                 os.close(fd)

@@ -3,10 +3,10 @@ only the allow-list.
 
 ``enter`` unshares the network, mount and IPC namespaces (plus a user
 namespace with an identity map when not root, which is what lets an
-ordinary user do it). ``build_view`` then builds a new root in a tmpfs,
-bind-mounts each readable path read-only at its own path, puts a read-only
-*copy* of the module's folder and a size-limited tmpfs scratch at theirs,
-and pivots into it: ``solutions/``, ``grader/``, the gradebook and every
+ordinary user do it). ``build_base`` then builds a new root in a tmpfs and
+bind-mounts each readable path read-only at its own path; ``finish_view``
+adds a read-only *copy* of the module's folder and a size-limited tmpfs
+scratch at theirs, and pivots into it: ``solutions/``, ``grader/``, the gradebook and every
 other path are simply absent. The view's directories are tmpfs directories
 (mode 0755), which also fixes the 0700 ``/root`` that holds the pyenv
 interpreter when the child drops to an unprivileged uid (research §2).
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import stat
-from dataclasses import dataclass
 
 from grader.sandbox import syscalls
 from grader.sandbox.syscalls import MS_BIND, MS_NODEV, MS_NOSUID, MS_PRIVATE, MS_RDONLY, MS_REC, MS_REMOUNT
@@ -26,19 +25,6 @@ SNAPSHOT_MAX_MB = 64
 # (they are "locked"), so a read-only remount must repeat them.
 _LOCKED = {1024: 1024, 2048: 2048, 4096: 1 << 21, 8: 8}  # NOATIME, NODIRATIME, RELATIME, NOEXEC
 _MS_STRICTATIME = 1 << 24
-
-
-@dataclass(frozen=True)
-class View:
-    """What the child sees. Paths are absolute, as the grader sees them."""
-
-    root: str           # an empty folder the new root is mounted on (the run folder)
-    read: tuple[str, ...]
-    devices: tuple[str, ...]
-    module_dir: str
-    scratch: str
-    owner: tuple[int, int]  # uid, gid that owns the scratch and the module copy
-    scratch_mb: int
 
 
 class SnapshotError(Exception):
@@ -60,36 +46,41 @@ def enter(as_root: bool) -> tuple[bool, bool, str]:
     return True, True, "user (identity map), net, mount, ipc"
 
 
-def build_view(view: View) -> str:
-    """Build the allow-list root and pivot into it (needs CAP_SYS_ADMIN in
-    the mount namespace's owner: root, or the fresh user namespace)."""
+def build_base(root: str, read: list[str], devices: list[str]) -> None:
+    """Stage 1, before the run is known (in the spare child): a tmpfs on
+    ``root`` holding every readable path, bind-mounted read-only at its own
+    path, and the device files. Needs CAP_SYS_ADMIN over the mount
+    namespace: root, or the fresh user namespace."""
     syscalls.mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing leaks back to the host
-    new = view.root
-    syscalls.mount("tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,nr_inodes=4096,mode=0755")
-    for path in sorted(set(view.read), key=len):
-        _bind_readonly(new, path)
-    for dev in view.devices:
+    syscalls.mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,nr_inodes=4096,mode=0755")
+    for path in sorted(set(read), key=len):
+        _bind_readonly(root, path)
+    for dev in devices:
         if os.path.exists(dev):
-            target = _mountpoint(new, dev, is_dir=False)
-            syscalls.mount(dev, target, None, MS_BIND)
-    uid, gid = view.owner
-    # The module folder: a read-only copy, owned by the child's uid.
-    target = _mountpoint(new, view.module_dir, is_dir=True)
+            syscalls.mount(dev, _mountpoint(root, dev, is_dir=False), None, MS_BIND)
+
+
+def finish_view(root: str, module_dir: str, scratch: str, owner: tuple[int, int], scratch_mb: int) -> int:
+    """Stage 2, for one run: a read-only copy of the module's folder and a
+    tmpfs scratch, both owned by ``owner``; then pivot into ``root`` and
+    make it read-only. Returns the number of files copied."""
+    uid, gid = owner
+    target = _mountpoint(root, module_dir, is_dir=True)
     syscalls.mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV,
                    f"size={SNAPSHOT_MAX_MB}m,nr_inodes={SNAPSHOT_MAX_FILES + 16},mode=0755,uid={uid},gid={gid}")
-    copied = _snapshot(view.module_dir, target, uid, gid)
+    copied = _snapshot(module_dir, target, uid, gid)
     syscalls.mount(None, target, None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-    target = _mountpoint(new, view.scratch, is_dir=True)
+    target = _mountpoint(root, scratch, is_dir=True)
     syscalls.mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV,
-                   f"size={view.scratch_mb}m,nr_inodes=1000,mode=0700,uid={uid},gid={gid}")
-    old = os.path.join(new, ".old-root")
+                   f"size={scratch_mb}m,nr_inodes=1000,mode=0700,uid={uid},gid={gid}")
+    old = os.path.join(root, ".old-root")
     os.mkdir(old)
-    syscalls.syscall("pivot_root", new.encode(), old.encode())
+    syscalls.syscall("pivot_root", root.encode(), old.encode())
     os.chdir("/")
     syscalls.umount2("/.old-root", syscalls.MNT_DETACH)
     os.rmdir("/.old-root")
     syscalls.mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
-    return f"pivot_root into {len(view.read)} read-only paths, module copy ({copied} files), tmpfs scratch"
+    return copied
 
 
 def _mountpoint(new: str, path: str, is_dir: bool) -> str:

@@ -59,7 +59,8 @@ class RunState:
                 if left <= 0:
                     self.timed_out = True
                     return
-                for key, _ in sel.select(timeout=left):
+                # Results first: a frame that arrived with a burst of output still counts.
+                for key, _ in sorted(sel.select(timeout=left), key=lambda ev: ev[0].data != "result"):
                     if key.data == "request":
                         try:
                             pending = pending[os.write(request_w, pending):]

@@ -11,6 +11,7 @@ Control messages are JSON over a SOCK_SEQPACKET socket; a ``run`` message
 carries the child's four pipe ends as SCM_RIGHTS, so inputs and results
 travel between the grader and the child directly and never through here.
 
+    -> {"op": "configure", "config": {...}}        (what every run shares: limits, paths, uid)
     -> {"op": "run", "id": n, "spec": {...}} + fds  <- {"op": "started", "id": n, "pid": p}
     -> {"op": "reap", "id": n}                      <- {"op": "reaped", "id": n, "status": s, "cpu_s": t}
     -> {"op": "release", "id": n}                   (no reply: the grader needs no status)
@@ -71,10 +72,52 @@ def warm_up() -> dict:
             "executable": sys.executable}
 
 
+class _Spares:
+    """One child forked ahead of time, already in its namespaces with its
+    read-only view mounted, so that a run pays neither for the fork (~10 ms
+    for a torch-sized process here) nor for the bind mounts."""
+
+    def __init__(self, ctl: socket.socket) -> None:
+        self.ctl = ctl
+        self.config: dict | None = None
+        self.ready: tuple[int, socket.socket] | None = None
+
+    def fork(self) -> tuple[int, socket.socket]:
+        from grader.sandbox import child
+
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        server_pid = os.getpid()
+        pid = os.fork()
+        if pid == 0:
+            self.ctl.close()
+            ours.close()
+            child.spare(theirs, self.config, server_pid)  # never returns
+        theirs.close()
+        return pid, ours
+
+    def take(self) -> tuple[int, socket.socket]:
+        """The ready spare (or a fresh one); the caller owns it."""
+        ready, self.ready = self.ready, None
+        return ready or self.fork()
+
+    def refill(self) -> None:
+        if self.ready is None and self.config is not None:
+            self.ready = self.fork()
+
+    def discard(self) -> int | None:
+        """Drop the ready spare (it exits when its socket closes); its pid, to reap."""
+        ready, self.ready = self.ready, None
+        if ready is None:
+            return None
+        ready[1].close()
+        return ready[0]
+
+
 def serve(ctl: socket.socket) -> None:
     """Answer control messages until the grader closes its end."""
-    from grader.sandbox import child
-
+    spares = _Spares(ctl)
     children: dict[int, int] = {}
     released: list[int] = []
     while True:
@@ -88,21 +131,22 @@ def serve(ctl: socket.socket) -> None:
         if not data:
             break
         message = json.loads(data)
-        if message["op"] == "run":
-            sys.stdout.flush()
-            sys.stderr.flush()
+        if message["op"] == "configure":
+            old = spares.discard()
+            released += [old] if old else []
+            spares.config = message["config"]
+            spares.refill()
+        elif message["op"] == "run":
             try:
-                pid = os.fork()
+                pid = _hand_over(spares, message["spec"], fds, released)
             except OSError as exc:
-                _close(fds)
                 _reply(ctl, {"op": "failed", "id": message["id"], "error": str(exc)})
                 continue
-            if pid == 0:
-                ctl.close()
-                child.run(message["spec"], fds, os.getppid())  # never returns
-            _close(fds)
+            finally:
+                _close(fds)
             children[message["id"]] = pid
             _reply(ctl, {"op": "started", "id": message["id"], "pid": pid})
+            spares.refill()  # while the run runs
         elif message["op"] == "release":  # killed and no status wanted: reap whenever it is gone
             pid = children.pop(message["id"], None)
             if pid:
@@ -111,13 +155,32 @@ def serve(ctl: socket.socket) -> None:
             pid = children.pop(message["id"], None)
             status, cpu_s = _reap(pid) if pid else (None, None)
             _reply(ctl, {"op": "reaped", "id": message["id"], "status": status, "cpu_s": cpu_s})
-    for pid in [*children.values(), *released]:  # the grader went away: take the children with us
-        for kill in (os.killpg, os.kill):
+    spare = spares.discard()
+    for pid in [*children.values(), *released, *([spare] if spare else [])]:
+        for kill in (os.killpg, os.kill):  # the grader went away: take the children with us
             try:
                 kill(pid, signal.SIGKILL)
             except OSError:
                 pass
         _reap(pid)
+
+
+def _hand_over(spares: _Spares, spec: dict, fds: list[int], released: list[int]) -> int:
+    """Give a run to a spare child; its pid."""
+    if spares.config is None:
+        raise OSError("the sandbox was not configured")
+    for attempt in range(2):
+        pid, sock = spares.take()
+        try:
+            socket.send_fds(sock, [json.dumps(spec).encode()], fds)
+            return pid
+        except OSError:  # that spare died while waiting: use a fresh one
+            released.append(pid)
+            if attempt:
+                raise
+        finally:
+            sock.close()
+    raise AssertionError("unreachable")
 
 
 def _reap(pid: int) -> tuple[int | None, float | None]:
