@@ -18,6 +18,7 @@ import io
 import json
 import os
 import struct
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
@@ -140,7 +141,9 @@ def loads(payload: bytes) -> Any:
     """Decode a payload from an untrusted child: restricted unpickling, then
     :func:`validate`. Raises ProtocolError for anything else."""
     try:
-        value = torch.load(io.BytesIO(payload), weights_only=True, map_location="cpu")
+        with warnings.catch_warnings():  # the child chooses the pickle protocol: no warnings for it
+            warnings.simplefilter("ignore")
+            value = torch.load(io.BytesIO(payload), weights_only=True, map_location="cpu")
     except Exception as exc:  # the unpickler refuses: say why, in one line
         raise ProtocolError(f"undecodable result: {one_line(exc)}") from None
     validate(value)
