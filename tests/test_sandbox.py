@@ -283,6 +283,15 @@ def test_the_read_list_keeps_the_repository_out():
         policy.read_paths([], [REPO.parent])
 
 
+def test_an_installed_copy_of_the_grader_package_is_carved_out(tmp_path):
+    site = tmp_path / "site-packages"
+    (site / "grader" / "sandbox").mkdir(parents=True)
+    (site / "torch").mkdir()
+    paths = policy.read_paths([str(site)], [])
+    assert str(site / "torch") in paths and not any(p.startswith(str(site / "grader")) for p in paths)
+    assert str(site) not in paths
+
+
 def test_a_system_folder_holding_the_repository_is_split_around_it(tmp_path):
     repo = tmp_path / "usr" / "src" / "course"
     (repo / "solutions").mkdir(parents=True)

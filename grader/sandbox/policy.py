@@ -51,12 +51,27 @@ def read_paths(server_sys_path: Sequence[str], allow_read: Iterable[Path], prote
             raise ValueError(f"allow_read path {extra} would expose the repository {protect} "
                              "(solutions/ and grader/ must stay unreadable)")
         paths.append(extra)
+    # A non-editable install puts a copy of grader/ (hidden checks) into
+    # site-packages, which is readable: carve it out.
+    for installed in _installed_copies(paths):
+        paths = [part for path in paths for part in _split_around(path, installed)]
     seen, result = set(), []
     for path in paths:
         if str(path) not in seen:
             seen.add(str(path))
             result.append(str(path))
     return result
+
+
+def _installed_copies(paths: list[Path]) -> list[Path]:
+    """Copies of the instructor's package (``grader/``) inside readable folders."""
+    package = Path(__file__).resolve().parents[1].name
+    found = []
+    for path in paths:
+        candidate = path / package
+        if (candidate / "sandbox").is_dir() and candidate.resolve() != REPO_ROOT / package:
+            found.append(candidate.resolve())
+    return found
 
 
 def _split_around(path: Path, protect: Path) -> list[Path]:
