@@ -10,6 +10,7 @@ import ctypes.util
 import io
 import os
 import pickle
+import signal
 import threading
 from pathlib import Path
 
@@ -173,6 +174,17 @@ def test_concurrent_runs_share_one_sandbox(sandbox, tmp_path):
     for t in threads:
         t.join()
     assert {n: (r.status, r.calls[0].value) for n, r in results.items()} == {n: ("ok", 2 * n) for n in range(4)}
+
+
+@pytest.mark.slow
+def test_a_dead_fork_server_is_replaced_on_the_next_run(tmp_path):
+    folder = module(tmp_path, NORMAL)
+    with Sandbox(LIMITS) as box:
+        assert box.run(folder, "submission", [call("double", 1)]).status == "ok"
+        old = box.info()["pid"]
+        os.kill(old, signal.SIGKILL)
+        result = box.run(folder, "submission", [call("double", 2)])
+        assert (result.status, result.calls[0].value) == ("ok", 4) and box.info()["pid"] != old
 
 
 def test_no_calls_still_imports_the_module(sandbox, tmp_path):

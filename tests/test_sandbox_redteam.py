@@ -210,12 +210,15 @@ def f():
 
 @pytest.mark.slow
 def test_an_infinite_loop_and_a_sleep_time_out_and_the_grader_carries_on(sandbox, tmp_path):
-    source = "import time\ndef spin():\n    while True:\n        pass\ndef nap():\n    time.sleep(600)\n"
+    source = "import time\ndef spin():\n    while True:\n        pass\ndef nap():\n    time.sleep(600)\n" \
+             "def one():\n    return 1\n"
     folder = module(tmp_path, source)
     spin = sandbox.run(folder, "submission", [call("spin")])
+    # RLIMIT_CPU (2 s) or the wall clock (6 s), whichever comes first on a busy machine.
     assert spin.status == "timeout" and ("CPU time" in spin.reason or "timed out" in spin.reason)
-    nap = sandbox.run(folder, "submission", [call("nap")])
-    assert nap.status == "timeout" and "timed out after 6 s during call 1" in nap.reason
+    nap = sandbox.run(folder, "submission", [call("one"), call("one"), call("nap"), call("one")])
+    assert nap.status == "timeout" and "timed out after 6 s during call 3" in nap.reason
+    assert [c.value for c in nap.calls] == [1, 1]  # the calls before the hang are kept
     assert nap.wall_s < LIMITS.timeout_s + 3
     still_works(sandbox, tmp_path)
 
@@ -252,6 +255,25 @@ def pool():
     assert result.status == "ok" and system.ok and system.value != 0
     assert not any(c.ok for c in (bomb, run, execv, pool)) and not marker.exists()
     assert bomb.error_type == "PermissionError"
+    still_works(sandbox, tmp_path)
+
+
+def test_a_thread_bomb_fails_inside_the_child(sandbox, tmp_path):
+    source = """
+import threading, time
+def bomb():
+    started = 0
+    try:
+        for _ in range(100_000):
+            threading.Thread(target=time.sleep, args=(30,), daemon=True).start()
+            started += 1
+    except RuntimeError as exc:
+        return [started, str(exc)]
+"""
+    result = sandbox.run(module(tmp_path, source), "submission", [call("bomb")])
+    assert result.status == "ok" and result.calls[0].ok, result
+    started, error = result.calls[0].value
+    assert started < 100_000 and "can't start new thread" in error
     still_works(sandbox, tmp_path)
 
 

@@ -72,6 +72,7 @@ class Sandbox:
         self._root_dir: str | None = None
         self._layers: dict[str, str] = {}
         self._warned = False
+        self._dead: set[int] = set()  # fds of control sockets whose server hung up
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -105,7 +106,8 @@ class Sandbox:
     def _server(self) -> socket.socket:
         """The control socket of a running fork-server, started if needed."""
         with self._lock:
-            if self._ctl is not None and self._proc is not None and self._proc.poll() is None:
+            if self._ctl is not None and self._proc is not None and self._proc.poll() is None \
+                    and self._ctl.fileno() not in self._dead:
                 return self._ctl
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             env = {k: v for k, v in os.environ.items() if k in _ENV_KEEP or k.startswith(("OMP_", "GOMP_"))}
@@ -140,6 +142,7 @@ class Sandbox:
             config = {"root": self._root_dir, "read": read, "devices": list(policy.DEVICES),
                       "limits": vars(self.limits), "uid": self._uid, "gid": self._gid, "disable": self._disable}
             ours.sendall(json.dumps({"op": "configure", "config": config}).encode())
+            self._dead.discard(ours.fileno())
             self._proc, self._ctl = proc, ours
             threading.Thread(target=self._dispatch, args=(ours,), daemon=True, name="sandbox-dispatch").start()
             return ours
@@ -157,8 +160,24 @@ class Sandbox:
             waiter = self._waiters.get(message.get("id"))
             if waiter is not None:
                 waiter.put(message)
+        self._dead.add(ctl.fileno())
         for waiter in list(self._waiters.values()):
             waiter.put({"op": "dead"})
+
+    def _forget_server(self) -> None:
+        """Drop a fork-server that stopped answering, so the next call starts one."""
+        with self._lock:
+            proc, ctl = self._proc, self._ctl
+            self._proc = self._ctl = None
+        if proc is not None:
+            proc.kill()
+            proc.wait()
+        if ctl is not None:
+            try:
+                ctl.shutdown(socket.SHUT_RDWR)  # wakes the dispatcher thread
+            except OSError:
+                pass
+            ctl.close()
 
     def _send(self, message: dict, fds: Sequence[int] = ()) -> bool:
         """Send to the running server (a reap or release never starts a new
@@ -228,6 +247,9 @@ class Sandbox:
         pid = None
         try:
             reply = self._request(run_id, {"op": "run", "id": run_id, "spec": spec}, child_ends)
+            if reply.get("op") == "dead":  # the server died since the last run: one fresh try
+                self._forget_server()
+                reply = self._request(run_id, {"op": "run", "id": run_id, "spec": spec}, child_ends)
             for fd in child_ends:
                 os.close(fd)
             child_ends = []
