@@ -111,6 +111,13 @@ def test_probe_calls_must_name_a_function_of_the_probe_library(probe):
         ProbeCall(probe, {})
 
 
+def test_the_repository_itself_is_never_a_module_folder(sandbox):
+    with pytest.raises(ValueError, match="contains the repository"):
+        sandbox.run(REPO, "course", [])
+    with pytest.raises(ValueError, match="not a module name"):
+        sandbox.run(REPO / "coursekit", "../grader/cli", [])
+
+
 def test_kwargs_must_be_plain_data(sandbox, tmp_path):
     with pytest.raises(ValueError, match="plain data"):
         sandbox.run(module(tmp_path, NORMAL), "submission", [call("double", object())])
@@ -265,6 +272,9 @@ def test_frames_round_trip_and_garbage_is_refused():
     assert torch.equal(wire.loads(frames[0][1]), torch.arange(3))
     with pytest.raises(wire.ProtocolError, match="not JSON"):
         list(wire.FrameReader().feed(b"\x03\x00\x00\x00" + b"\x00" * 8 + b"{{{"))
+    deep = b"[" * 60000
+    with pytest.raises(wire.ProtocolError, match="not JSON"):
+        list(wire.FrameReader().feed(len(deep).to_bytes(4, "little") + bytes(8) + deep))
     with pytest.raises(wire.ProtocolError, match="too large"):
         list(wire.FrameReader().feed(b"\xff\xff\xff\xff" + b"\x00" * 8))
     with pytest.raises(wire.ProtocolError, match="more than"):

@@ -222,6 +222,11 @@ class Sandbox:
         each call there; see :class:`RunResult`."""
         folder = Path(folder).resolve()
         module_name = module_name.removesuffix(".py")
+        if not module_name.isidentifier():
+            raise ValueError(f"not a module name: {module_name!r}")
+        if folder == policy.REPO_ROOT or folder in policy.REPO_ROOT.parents:
+            # The child gets a copy of its folder: this one holds grader/ and solutions/.
+            raise ValueError(f"the module's folder {folder} contains the repository")
         if not (folder / f"{module_name}.py").is_file():
             return RunResult("import_error", [], f"{module_name}.py is missing from {folder.name}/", "", "", 0.0)
         request = [(c.probe, c.kwargs) for c in calls]

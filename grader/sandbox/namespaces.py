@@ -163,7 +163,8 @@ def _snapshot(source: str, target: str, uid: int, gid: int) -> int:
 
 
 def _copy_file(src: str, dst: str, budget: int) -> int:
-    fd_in = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    # O_NONBLOCK: a FIFO swapped in for a file must not hang the copy.
+    fd_in = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         if not stat.S_ISREG(os.fstat(fd_in).st_mode):
             return 0

@@ -94,6 +94,8 @@ class RunState:
                     break
         except wire.ProtocolError as exc:
             self.protocol_error = str(exc)
+        except Exception as exc:  # whatever the bytes were, the grader goes on
+            self.protocol_error = f"undecodable frame: {wire.one_line(exc)}"
         return True
 
     def _read_output(self, fd: int, stream: int) -> bool:
@@ -227,7 +229,7 @@ class RunState:
 
 
 def _text(value: object, limit: int = _TEXT_LIMIT) -> str:
-    text = value if type(value) is str else repr(value)
+    text = value if type(value) is str else f"<{type(value).__name__}, not text>"
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 

@@ -26,8 +26,8 @@ import torch
 
 _PREFIX = struct.Struct("<IQ")
 MAX_HEADER = 64 * 1024
-MAX_FRAME = 256 * 1024 * 1024      # one value
-MAX_TOTAL = 512 * 1024 * 1024      # everything a run sends back
+MAX_FRAME = 64 * 1024 * 1024       # one value (a probe returns outputs, not checkpoints)
+MAX_TOTAL = 256 * 1024 * 1024      # everything a run sends back: bounds the grader's memory per run
 MAX_DEPTH = 32
 MAX_ITEMS = 1_000_000              # containers' elements, summed over a value
 NO_VALUE = object()
@@ -95,8 +95,8 @@ def _read_exactly(fd: int, n: int) -> bytes | None:
 def _parse_header(raw: bytes) -> dict:
     try:
         header = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ProtocolError(f"frame header is not JSON: {exc}") from None
+    except Exception as exc:  # also RecursionError: 64 KiB of "[[[[" is valid-looking JSON
+        raise ProtocolError(f"frame header is not JSON: {one_line(exc, 100)}") from None
     if type(header) is not dict or type(header.get("kind")) is not str:
         raise ProtocolError("frame header is not an object with a 'kind'")
     return header
