@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from grader.sandbox import policy, wire
+from grader.sandbox import policy, syscalls, wire
 from grader.sandbox.model import CallResult, Limits, ProbeCall, RunResult
 from grader.sandbox.runstate import RunState
 
@@ -109,6 +109,8 @@ class Sandbox:
             if self._ctl is not None and self._proc is not None and self._proc.poll() is None \
                     and self._ctl.fileno() not in self._dead:
                 return self._ctl
+            if not syscalls.LINUX:
+                raise SandboxError("the sandbox needs Linux (namespaces, Landlock, seccomp)")
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
             env = {k: v for k, v in os.environ.items() if k in _ENV_KEEP or k.startswith(("OMP_", "GOMP_"))}
             env["PYTHONDONTWRITEBYTECODE"] = "1"
