@@ -76,6 +76,33 @@ def test_the_reference_solution_runs_through_the_same_sandbox(sandbox):
     assert result.calls[0].value["input_unchanged"] is True
 
 
+def test_lazy_imports_and_a_training_loop_work_in_the_child(sandbox, tmp_path):
+    """The interpreter lives under a 0700 /root here (research §2): modules
+    nobody imported before the fork must still load after the uid drop."""
+    source = """
+import torch
+def lazy():
+    import cProfile, email.mime.text, xml.dom.minidom, torch.distributions
+    return torch.distributions.Normal(0.0, 1.0).log_prob(torch.zeros(1)).item() < 0
+def train():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1))
+    opt = torch.optim.AdamW(model.parameters(), lr=0.01)
+    x, y = torch.randn(64, 4), torch.randn(64, 1)
+    losses = []
+    for _ in range(30):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad(); loss.backward(); opt.step()
+        losses.append(loss.item())
+    torch.save(model.state_dict(), "model.pt")
+    return [losses[-1] < losses[0], sorted(torch.load("model.pt"))]
+"""
+    result = sandbox.run(module(tmp_path, source), "submission", [call("lazy"), call("train")])
+    assert result.status == "ok", result
+    assert result.calls[0].value is True, result.calls[0]
+    assert result.calls[1].value == [True, ["0.bias", "0.weight", "2.bias", "2.weight"]], result.calls[1]
+
+
 def test_a_syntax_error_is_an_import_error_with_its_line(sandbox, tmp_path):
     result = sandbox.run(module(tmp_path, "import torch\n\ndef f(x:\n    return x\n"), "submission", [call("f")])
     assert result.status == "import_error" and result.calls == []
