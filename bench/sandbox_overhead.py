@@ -22,6 +22,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+# The same libgomp wait policy as the fork-server's, so that the in-process
+# compute is measured the way the children compute (set before torch loads).
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import torch  # noqa: E402
 
@@ -80,6 +83,7 @@ def main() -> None:
     load = os.getloadavg()[0]
 
     module = load_module(folder, "bench_module")
+    torch.set_num_threads(limits.threads)
     compute = []
     for _ in range(args.runs):
         start = time.perf_counter()
