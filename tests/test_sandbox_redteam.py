@@ -11,7 +11,6 @@ import os
 import signal
 import socket
 import tempfile
-import threading
 from pathlib import Path
 
 import pytest

@@ -263,7 +263,8 @@ class Sandbox:
             if reply.get("op") != "started":
                 raise SandboxError(f"the fork-server could not start a run: {reply.get('error', 'it died')}")
             pid = reply["pid"]
-            state.pump(ours, wire.frame({"kind": "request"}, request), deadline=time.monotonic() + self.limits.timeout_s)
+            deadline = time.monotonic() + self.limits.timeout_s
+            state.pump(ours, wire.frame({"kind": "request"}, request), deadline=deadline)
         finally:
             for fd in child_ends:
                 os.close(fd)
