@@ -65,7 +65,19 @@ class CallResult:
 
 @dataclass
 class RunResult:
-    """One run of a module: a result per completed call, in order."""
+    """One run of a module: a result per completed call, in order (fewer
+    than requested when the run ended early).
+
+    ``status``: ``ok`` (every call ran; some may have failed), ``import_error``
+    (the module did not import; no calls), ``timeout`` (wall clock or CPU
+    limit), ``crashed`` (the child died or exited before finishing: signal,
+    ``os._exit``), ``memory`` (a call hit the address-space limit; the other
+    calls still ran), ``output_limit`` (stdout or stderr passed
+    ``output_limit_kb``), ``protocol_error`` (the child sent malformed
+    frames). ``reason`` says it in words, with the call that was running.
+    ``stdout``/``stderr`` are capped and only for showing: no verdict is
+    ever read from them.
+    """
 
     status: str
     calls: list[CallResult]
