@@ -74,10 +74,15 @@ def main() -> None:
     limits = Limits.from_grading(load_course(check_files=False).grading)
     if args.threads:
         limits = dataclasses.replace(limits, threads=args.threads)
+    with tempfile.TemporaryDirectory(prefix="bench-sandbox-") as tmp:
+        measure(args, limits, Path(tmp))
+
+
+def measure(args: argparse.Namespace, limits: Limits, folder: Path) -> None:
+    """Time the three ways of running the probe and print the comparison."""
+    os.chmod(folder, 0o755)
     torch.manual_seed(0)
     inputs = [torch.randn(4, 16, 32) for _ in range(3)]
-    folder = Path(tempfile.mkdtemp(prefix="bench-sandbox-"))
-    os.chmod(folder, 0o755)
     (folder / "bench_module.py").write_text(MODULE)
     (folder / "inputs.pt").write_bytes(wire.dumps(inputs))
     load = os.getloadavg()[0]
@@ -129,9 +134,6 @@ def main() -> None:
     print(f"  overhead over compute:                    {ms(naive_over)}")
     print(f"  CPU per run:                              {ms(naive_cpu)}")
     print(f"naive / sandbox overhead: {naive_over / over:.0f}x")
-    for path in folder.iterdir():
-        path.unlink()
-    folder.rmdir()
 
 
 if __name__ == "__main__":
