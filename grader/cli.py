@@ -142,6 +142,26 @@ def sync_shipped(course: Path = CourseOption) -> None:
         typer.echo(f"{copy.relative_to(course.resolve().parent)} <- {source.relative_to(course.resolve().parent)}")
 
 
+@app.command()
+def doctor(course: Path = CourseOption) -> None:
+    """Show which sandbox layers work on this machine; warn about missing ones."""
+    from grader.sandbox import Limits
+    from grader.sandbox.doctor import diagnose
+
+    try:
+        limits = Limits.from_grading(load_course(course, check_files=False).grading)
+    except CourseError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(1) from exc
+    report = diagnose(limits)
+    for line in report.lines:
+        typer.echo(line)
+    for problem in report.problems:
+        typer.echo(f"warning: {problem}", err=True)
+    typer.echo("sandbox: all layers active" if report.ok else f"sandbox: {len(report.problems)} warning(s)")
+    raise typer.Exit(0 if report.ok else 1)
+
+
 def main() -> None:
     app()
 

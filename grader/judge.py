@@ -23,6 +23,9 @@ from grader.sandbox import CallResult, RunResult, Sandbox
 from grader.submissions import assemble
 
 
+NOT_IMPLEMENTED = "not implemented yet"
+
+
 class GraderError(Exception):
     """The grader cannot do its job (e.g. the reference fails its own checks)."""
 
@@ -71,6 +74,8 @@ def _call_reason(call: CallResult | None, run: RunResult) -> str | None:
     if call is None:
         return run.reason or f"did not finish ({run.status})"
     if not call.ok:
+        if call.error_type == "NotImplementedError":
+            return NOT_IMPLEMENTED
         # The error type only: the message could quote hidden inputs.
         return f"raised {call.error_type}" if call.error_type else "failed"
     return None
@@ -184,6 +189,9 @@ class Judge:
             if reason is None:
                 passed.add(check.id)
                 verdicts.append(Verdict(check.id, True, points[check.id], points[check.id], check.message))
+                continue
+            if reason == NOT_IMPLEMENTED:  # a stub: no mistake to explain yet
+                verdicts.append(Verdict(check.id, False, 0.0, points[check.id], check.message, reason))
                 continue
             confirmed = [
                 pitfall_id for pitfall_id, variant in self.variant_results(exercise, workdir).items()
