@@ -113,11 +113,26 @@ def _fails_alike(check: Check, calls: slice, submission: RunResult, variant: Run
     return True
 
 
+# At least one of these must hold, or a submission could read the references
+# and hidden checks: grading without them would be grading on trust.
+FILESYSTEM_LAYERS = ("landlock", "filesystem_view")
+
+
+def require_isolation(sandbox: Sandbox) -> None:
+    """Raise :class:`GraderError` unless the sandbox hides the instructor's files."""
+    layers = sandbox.layers()
+    if not any(layers.get(name) == "active" for name in FILESYSTEM_LAYERS):
+        missing = "; ".join(f"{name}: {layers.get(name, 'unknown')}" for name in FILESYSTEM_LAYERS)
+        raise GraderError(f"the sandbox cannot hide solutions/ and the hidden checks here ({missing}); "
+                          "run `grader doctor` for details")
+
+
 class Judge:
     """Grades exercises of one course with one sandbox; reference and variant
     results are computed once per exercise and shared between threads."""
 
     def __init__(self, course: Course, sandbox: Sandbox, root: Path = REPO_ROOT):
+        require_isolation(sandbox)
         self.course = course
         self.sandbox = sandbox
         self.root = root
@@ -169,6 +184,8 @@ class Judge:
     def grade(self, exercise: Exercise, folder: Path | None, workdir: Path) -> ExerciseResult:
         """Grade the exercise module in ``folder`` (None: not submitted)."""
         plan = self.plan(exercise)
+        if not plan.checks:
+            raise GraderError(f"{exercise.folder} has no hidden checks (grader/checks/{exercise.slug}.py)")
         points = _check_points(exercise, plan.checks)
         if folder is None or not (folder / exercise.module).is_file():
             verdicts = [Verdict(c.id, False, 0.0, points[c.id], c.message, "not submitted") for c in plan.checks]
