@@ -119,6 +119,7 @@ def grade(
     timeout: float = typer.Option(None, "--timeout", help="Seconds per submission and exercise (default: course.yaml)."),
     memory: int = typer.Option(None, "--memory", help="MiB per sandboxed run (default: course.yaml)."),
     assignment: str = typer.Option(None, "--assignment", help="Grade only this assignment's exercises."),
+    exercise: list[str] = typer.Option(None, "--exercise", "-e", help="Grade only these exercises (repeatable)."),
     course: Path = CourseOption,
 ) -> None:
     """Grade a class into the gradebook and write the reports.
@@ -128,7 +129,7 @@ def grade(
     from grader.session import run_grading
 
     raise typer.Exit(run_grading(submissions, out=out, db=db, jobs=jobs, timeout=timeout, memory=memory,
-                                 assignment=assignment, course_path=course))
+                                 assignment=assignment, exercise_ids=exercise or [], course_path=course))
 
 
 @app.command("sync-shipped")

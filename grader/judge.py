@@ -207,7 +207,8 @@ class Judge:
                 passed.add(check.id)
                 verdicts.append(Verdict(check.id, True, points[check.id], points[check.id], check.message))
                 continue
-            if reason == NOT_IMPLEMENTED:  # a stub: no mistake to explain yet
+            ran = calls.stop <= len(run.calls)
+            if reason == NOT_IMPLEMENTED or not ran:  # a stub, or the run broke first: no mistake to explain
                 verdicts.append(Verdict(check.id, False, 0.0, points[check.id], check.message, reason))
                 continue
             confirmed = [
@@ -217,5 +218,6 @@ class Judge:
             ]
             hints = list(dict.fromkeys([*confirmed, *check.pitfalls]))
             verdicts.append(Verdict(check.id, False, 0.0, points[check.id], check.message, reason, hints, confirmed))
-        status = "graded" if run.status == "ok" else run.status
-        return ExerciseResult(exercise.id, status, run.reason, verdicts, exercise.points)
+        if run.status == "ok":
+            return ExerciseResult(exercise.id, "graded", "", verdicts, exercise.points)
+        return ExerciseResult(exercise.id, run.status, run.reason, verdicts, exercise.points)

@@ -68,3 +68,9 @@ def test_grading_without_filesystem_isolation_is_refused(course, monkeypatch):
 
     with pytest.raises(GraderError, match="cannot hide solutions"):
         Judge(course, Unconfined())
+
+
+def test_a_module_that_cannot_be_imported_gets_its_reason_and_no_hints(course, sandbox, tmp_path):
+    result = _grade(Judge(course, sandbox), course.exercise("01"), "def softmax(x, dim=-1)\n    return x\n", tmp_path)
+    assert result.status == "import_error" and "syntax error on line 1" in result.reason
+    assert result.points == 0 and result.pitfalls == []
