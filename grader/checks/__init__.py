@@ -62,17 +62,52 @@ _MISMATCH_REASONS = {
 }
 
 
-def tensors_close(*path: str, atol: float = 1e-5, rtol: float = 1e-4, check_dtype: bool = True) -> Compare:
+# Default tolerances by the reference's dtype: float64 results must agree
+# to ~1e-10; float16 rounds differently in any two correct implementations.
+TOLERANCES = {torch.float64: (1e-10, 1e-9), torch.float32: (1e-5, 1e-4), torch.float16: (3e-3, 1e-2),
+              torch.bfloat16: (2e-2, 2e-2)}
+
+
+def tensors_close(*path: str | int, atol: float | None = None, rtol: float | None = None,
+                  check_dtype: bool = True) -> Compare:
     """Compare the tensors found at ``path`` in both results (``()`` for the
-    result itself; a str picks a dict key, an int a list index)."""
+    result itself; a str picks a dict key, an int a list index). Tolerances
+    default to the reference's dtype (:data:`TOLERANCES`). A reference
+    value that is not a tensor (a pitfall variant's None) must match exactly."""
 
     def compare(submitted: object, expected: object) -> str | None:
         try:
             submitted_t, expected_t = _pick(submitted, path), _pick(expected, path)
         except (KeyError, IndexError, TypeError):
             return "the result is missing a part"
-        mismatch = compare_tensors(submitted_t, expected_t, atol=atol, rtol=rtol, check_dtype=check_dtype)
+        if type(expected_t) is not torch.Tensor:
+            same = type(submitted_t) is type(expected_t) and submitted_t == expected_t
+            return None if same else "returned the wrong type"
+        default_atol, default_rtol = TOLERANCES.get(expected_t.dtype, (1e-5, 1e-4))
+        mismatch = compare_tensors(submitted_t, expected_t, atol=default_atol if atol is None else atol,
+                                   rtol=default_rtol if rtol is None else rtol, check_dtype=check_dtype)
         return None if mismatch is None else _MISMATCH_REASONS[mismatch.kind]
+
+    return compare
+
+
+def tensor_dicts_close(*path: str | int, atol: float | None = None, rtol: float | None = None) -> Compare:
+    """The dicts of tensors at ``path`` (e.g. gradients by parameter name)
+    have the same keys and close tensors; a missing one (None) is a mismatch."""
+    close = tensors_close(atol=atol, rtol=rtol)
+
+    def compare(submitted: object, expected: object) -> str | None:
+        try:
+            submitted_d, expected_d = _pick(submitted, path), _pick(expected, path)
+        except (KeyError, IndexError, TypeError):
+            return "the result is missing a part"
+        if not isinstance(submitted_d, dict) or not isinstance(expected_d, dict) \
+                or sorted(submitted_d) != sorted(expected_d):
+            return "wrong set of parameters"
+        for name in expected_d:
+            if (reason := close(submitted_d[name], expected_d[name])) is not None:
+                return reason
+        return None
 
     return compare
 

@@ -20,7 +20,6 @@ P = "coursekit.probes.causal_attention:"
 FORWARD, RAISED, STRUCTURE = P + "forward", P + "raised", P + "structure"
 AFTER_TO, DEVICES, GRADIENTS = P + "after_to", P + "devices", P + "all_gradients"
 DROPOUT = P + "dropout_runs"
-F64 = dict(atol=1e-10, rtol=1e-9)
 
 
 # ---------------------------------------------------------------- random configurations
@@ -122,32 +121,6 @@ def _gradients(gen: torch.Generator) -> list[ProbeCall]:
 
 # ---------------------------------------------------------------- comparisons
 
-def _close(*path: str | int) -> Compare:
-    """``tensors_close`` with the tolerance of the reference's dtype: float64
-    results must agree to ~1e-10, float32 ones to ~1e-5."""
-    loose, tight = tensors_close(*path), tensors_close(*path, **F64)
-
-    def compare(submitted: object, expected: object) -> str | None:
-        try:
-            mine, theirs = _value_at(submitted, path), _value_at(expected, path)
-        except (KeyError, IndexError, TypeError):
-            return "the result is missing a part"
-        if type(theirs) is not torch.Tensor:
-            # The judge also compares with pitfall variants' results (a mask
-            # that is not there, a gradient that never arrived: None), which
-            # compare_tensors cannot take.
-            return None if mine is None and theirs is None else "returned the wrong type"
-        return (tight if theirs.dtype == torch.float64 else loose)(submitted, expected)
-
-    return compare
-
-
-def _value_at(value: object, path: tuple[str | int, ...]) -> object:
-    for key in path:
-        value = value[key]  # type: ignore[index]
-    return value
-
-
 def _each_close(key: str) -> Compare:
     """Every tensor of the reference's ``key`` dict (by name) close to the
     submission's; extra names in the submission are not judged here."""
@@ -158,7 +131,7 @@ def _each_close(key: str) -> Compare:
         for name, value in expected[key].items():
             if value is None:
                 continue
-            if (reason := _close(key, name)(submitted, expected)) is not None:
+            if (reason := tensors_close(key, name)(submitted, expected)) is not None:
                 return reason
         return None
 
@@ -196,7 +169,7 @@ def _mask_registered(submitted: object, expected: object) -> str | None:
             return "dropout is not an nn.Dropout with the given p"
     except (KeyError, TypeError, AttributeError):
         return "the result is missing a part"
-    return _close("mask")(submitted, expected)
+    return tensors_close("mask")(submitted, expected)
 
 
 # ---------------------------------------------------------------- self-consistency
@@ -286,7 +259,7 @@ CHECKS = [
         message=text("outputs for inputs exactly as long as context_length, many sizes, with and without bias",
                      "输入长度恰好等于 context_length 时的输出（多种尺寸，带或不带偏置）"),
         calls=lambda gen: _forwards(gen, 8, shorter=False),
-        compare=_close(*OUTPUT),
+        compare=tensors_close(*OUTPUT),
         pitfalls=MASK_MISTAKES,
     ),
     Check(
@@ -294,7 +267,7 @@ CHECKS = [
         weight=2,
         message=text("outputs for inputs shorter than context_length", "输入短于 context_length 时的输出"),
         calls=lambda gen: _forwards(gen, 6, shorter=True),
-        compare=_close(*OUTPUT),
+        compare=tensors_close(*OUTPUT),
         pitfalls=("mask-no-slice", *MASK_MISTAKES),
         seed=1,
     ),
@@ -302,7 +275,7 @@ CHECKS = [
         id="05-unbatched",
         message=text("outputs for unbatched inputs of shape (n, d_in)", "不带 batch、形状为 (n, d_in) 的输入的输出"),
         calls=lambda gen: _forwards(gen, 4, batched=False),
-        compare=_close(*OUTPUT),
+        compare=tensors_close(*OUTPUT),
         pitfalls=("mask-no-slice", *MASK_MISTAKES),
         seed=2,
     ),
@@ -342,7 +315,7 @@ CHECKS = [
                      "in float64", ".to(torch.float64) 转换参数、掩码仍为 bool，之后模块以 float64 计算"),
         calls=lambda gen: [ProbeCall(AFTER_TO, _config(gen, dtype=torch.float64) | {"dtype": torch.float64})
                            for _ in range(3)],
-        compare=all_of(_dtypes_of_reference_tensors, _close("output")),
+        compare=all_of(_dtypes_of_reference_tensors, tensors_close("output")),
         seed=6,
     ),
     Check(
@@ -397,7 +370,7 @@ CHECKS = [
         message=text("gradients of the input and of every parameter (float32 and float64, eval and train mode)",
                      "输入和每个参数的梯度（float32 与 float64，评估与训练模式）"),
         calls=_gradients,
-        compare=all_of(_close("input_grad"), _each_close("parameter_grads")),
+        compare=all_of(tensors_close("input_grad"), _each_close("parameter_grads")),
         seed=11,
     ),
     no_forbidden_calls("05", requires=("05-full-length",)),

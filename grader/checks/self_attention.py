@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks import Check, Compare, all_of, no_forbidden_calls, plain_equal, tensors_close, text
+from grader.checks import Check, Compare, all_of, no_forbidden_calls, plain_equal, tensor_dicts_close, tensors_close, text
 from grader.sandbox import ProbeCall
 
 PROBES = "coursekit.probes.self_attention"
@@ -107,23 +107,6 @@ def _to_float64(gen: torch.Generator) -> list[ProbeCall]:
 def _twice(gen: torch.Generator) -> list[ProbeCall]:
     # unbatched: a batching mistake already costs the batched checks' points
     return [_forward(gen, (), _int(gen, 2, 6), *_sizes(gen), bias, probe="forward_twice") for bias in (True, False)]
-
-
-def tensor_dicts_close(*path: str, atol: float = 1e-5, rtol: float = 1e-4) -> Compare:
-    """The dicts of tensors at ``path`` have the same keys and close tensors
-    (a missing gradient, None, counts as a mismatch)."""
-    def compare(submitted: object, expected: object) -> str | None:
-        for step in path:
-            if not isinstance(submitted, dict) or step not in submitted:
-                return "the result is missing a part"
-            submitted, expected = submitted[step], expected[step]
-        if not isinstance(submitted, dict) or sorted(submitted) != sorted(expected):
-            return "wrong set of parameters"
-        for name in expected:
-            if (reason := tensors_close(atol=atol, rtol=rtol)(submitted[name], expected[name])) is not None:
-                return reason
-        return None
-    return compare
 
 
 LOADED = plain_equal("load", reason="the weights could not be copied into W_query, W_key, W_value by name")
