@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from coursekit.compare import compare_tensors
-from grader.checks import Check, Compare, all_of, tensors_close, text
+from grader.checks import Check, Compare, all_of, deep_close, error_type_equal, facts_equal, tensors_close, text
 from grader.sandbox import ProbeCall
 
 PROBES = "coursekit.probes.positional_encoding"
@@ -29,76 +28,6 @@ LONG_ATOL = 1e-3
 def _int(gen: torch.Generator, low: int, high: int) -> int:
     """A uniform int in [low, high]."""
     return int(torch.randint(low, high + 1, (1,), generator=gen))
-
-
-def _error_type(value: object) -> str | None:
-    return value.get("type") if isinstance(value, dict) else None
-
-
-def error_type_equal(*path: str) -> Compare:
-    """The same exception type (or none) at ``path``: messages may differ."""
-
-    def compare(submitted: object, expected: object) -> str | None:
-        for key in path:
-            submitted = submitted.get(key) if isinstance(submitted, dict) else None
-            expected = expected.get(key) if isinstance(expected, dict) else None
-        mine, theirs = _error_type(submitted), _error_type(expected)
-        if mine == theirs:
-            return None
-        if theirs is None:
-            return f"raised {mine}"
-        return f"did not raise {theirs}" if mine is None else f"raised {mine} instead of {theirs}"
-
-    return compare
-
-
-_REASONS = {"type": "returned the wrong type", "shape": "wrong shape", "dtype": "wrong dtype",
-            "nan": "NaN where none was expected (or none where one was)", "values": "wrong values"}
-
-
-def deep_close(*, atol: float = 1e-5, rtol: float = 1e-4, ignore: tuple[str, ...] = ()) -> Compare:
-    """Every tensor anywhere in the reference's result (nested dicts and
-    lists) is close to the one at the same place in the submission's, every
-    other leaf equal; keys in ``ignore`` are skipped at any depth. Keys the
-    submission has in addition are not looked at. The reason names the
-    dict keys on the way (result fields, parameter names), never a value."""
-
-    def walk(mine: object, theirs: object, where: tuple[str, ...]) -> str | None:
-        place = f" in {'.'.join(where)}" if where else ""
-        if isinstance(theirs, torch.Tensor):
-            mismatch = compare_tensors(mine, theirs, atol=atol, rtol=rtol)
-            return None if mismatch is None else _REASONS[mismatch.kind] + place
-        if isinstance(theirs, dict):
-            if not isinstance(mine, dict):
-                return f"the result is missing a part{place}"
-            for key, value in theirs.items():
-                if key in ignore:
-                    continue
-                if key not in mine:
-                    return f"the result is missing {'.'.join((*where, str(key)))}"
-                if (reason := walk(mine[key], value, (*where, str(key)))) is not None:
-                    return reason
-            return None
-        if isinstance(theirs, (list, tuple)):
-            if not isinstance(mine, (list, tuple)) or len(mine) != len(theirs):
-                return f"the result is missing a part{place}"
-            for a, b in zip(mine, theirs):
-                if (reason := walk(a, b, where)) is not None:
-                    return reason
-            return None
-        return None if type(mine) is type(theirs) and mine == theirs else f"wrong result{place}"
-
-    return lambda submitted, expected: walk(submitted, expected, ())
-
-
-def facts_equal(*keys: str, reason: str) -> Compare:
-    """The entries ``keys`` equal in both results (missing counts as None;
-    a result that is not a dict has no entries)."""
-
-    def pick(value: object) -> list:
-        return [value.get(k) if isinstance(value, dict) else None for k in keys]
-
-    return lambda submitted, expected: None if pick(submitted) == pick(expected) else reason
 
 
 def _buffer_facts(result: object) -> dict:

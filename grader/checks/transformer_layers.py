@@ -11,7 +11,7 @@ import torch
 from coursekit.probes.layers import (add_norm_parameter_shapes, attention_parameter_shapes,
                                      feed_forward_parameter_shapes, random_weights)
 from grader.checks import Check, Compare, all_of, no_forbidden_calls, text
-from grader.checks.positional_encoding import deep_close, error_type_equal, facts_equal
+from grader.checks import deep_close, error_type_equal, facts_equal
 from grader.sandbox import ProbeCall
 
 PROBES = "coursekit.probes.layers"
