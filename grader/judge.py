@@ -90,9 +90,18 @@ def _first_failure(check: Check, calls: slice, run: RunResult, expected: RunResu
         call = run.calls[index] if index < len(run.calls) else None
         if (reason := _call_reason(call, run)) is not None:
             return reason, (f"{call.error_type}: {call.error}" if call is not None and not call.ok else "")
-        if (reason := check.compare(call.value, expected.calls[index].value)) is not None:
+        if (reason := _compare(check, call.value, expected.calls[index].value)) is not None:
             return reason, ""
     return None
+
+
+def _compare(check: Check, submitted: object, expected: object) -> str | None:
+    """``check.compare``, which must never take the grader down: a result of
+    a shape no compare foresaw is a failed check, not a crash."""
+    try:
+        return check.compare(submitted, expected)
+    except Exception:  # noqa: BLE001 - plain data of any form comes back from the sandbox
+        return "returned a result of an unexpected form"
 
 
 def _agrees(check: Check, calls: slice, run: RunResult, expected: RunResult) -> str | None:
@@ -115,7 +124,7 @@ def _fails_alike(check: Check, calls: slice, submission: RunResult, variant: Run
         if not mine.ok:
             if mine.error_type != theirs.error_type:
                 return False
-        elif check.compare(mine.value, theirs.value) is not None:
+        elif _compare(check, mine.value, theirs.value) is not None:
             return False
     return True
 

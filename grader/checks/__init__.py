@@ -77,7 +77,7 @@ def tensors_close(*path: str | int, atol: float | None = None, rtol: float | Non
 
     def compare(submitted: object, expected: object) -> str | None:
         try:
-            submitted_t, expected_t = _pick(submitted, path), _pick(expected, path)
+            submitted_t, expected_t = pick(submitted, path), pick(expected, path)
         except (KeyError, IndexError, TypeError):
             return "the result is missing a part"
         if type(expected_t) is not torch.Tensor:
@@ -98,7 +98,7 @@ def tensor_dicts_close(*path: str | int, atol: float | None = None, rtol: float 
 
     def compare(submitted: object, expected: object) -> str | None:
         try:
-            submitted_d, expected_d = _pick(submitted, path), _pick(expected, path)
+            submitted_d, expected_d = pick(submitted, path), pick(expected, path)
         except (KeyError, IndexError, TypeError):
             return "the result is missing a part"
         if not isinstance(submitted_d, dict) or not isinstance(expected_d, dict) \
@@ -129,7 +129,7 @@ def plain_equal(*path: str, reason: str = "wrong result") -> Compare:
 
     def compare(submitted: object, expected: object) -> str | None:
         try:
-            same = _pick(submitted, path) == _pick(expected, path)
+            same = pick(submitted, path) == pick(expected, path)
         except (KeyError, IndexError, TypeError):
             return "the result is missing a part"
         return None if same is True else reason
@@ -203,7 +203,8 @@ def facts_equal(*keys: str, reason: str) -> Compare:
     return lambda submitted, expected: None if pick(submitted) == pick(expected) else reason
 
 
-def _pick(value: object, path: Sequence[str | int]) -> object:
+def pick(value: object, path: Sequence[str | int]) -> object:
+    """The part of a result at ``path`` (dict keys and list indexes)."""
     for key in path:
         if isinstance(value, dict):
             value = value[key]

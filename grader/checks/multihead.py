@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from coursekit.probes.multihead import random_weights
-from grader.checks import (CallBuilder, Check, Compare, _pick, all_of, no_forbidden_calls, plain_equal,
+from grader.checks import (CallBuilder, Check, Compare, pick, all_of, no_forbidden_calls, plain_equal,
                            tensors_close, text)
 from grader.sandbox import ProbeCall
 
@@ -34,7 +34,7 @@ def _close(*path: str | int, atol: float = 1e-5, rtol: float = 1e-4) -> Compare:
 
     def compare(submitted: object, expected: object) -> str | None:
         try:
-            mine, theirs = _pick(submitted, path), _pick(expected, path)
+            mine, theirs = pick(submitted, path), pick(expected, path)
         except (KeyError, IndexError, TypeError):
             return "the result is missing a part"
         if mine is None or theirs is None:
