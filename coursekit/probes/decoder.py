@@ -13,7 +13,7 @@ from types import ModuleType
 
 import torch
 
-from coursekit.probes import stacks
+from coursekit.probes import encoder, stacks
 
 Mask = torch.Tensor | None
 
@@ -56,3 +56,47 @@ def decoder_float64(module: ModuleType, config: dict, x: torch.Tensor, memory: t
                     tgt_mask: Mask = None, memory_mask: Mask = None) -> dict:
     """``Decoder(**config).to(torch.float64)`` on float64 inputs."""
     return stacks.float64_output(module, "Decoder", config, [x, memory, tgt_mask, memory_mask])
+
+
+# --- for the hidden checks (the generic work is in coursekit.probes.encoder) ---
+
+def _cls(stack: bool) -> str:
+    return "Decoder" if stack else "DecoderLayer"
+
+
+def decoder_seeded_output(module: ModuleType, config: dict, weights: dict[str, torch.Tensor], x: torch.Tensor,
+                          memory: torch.Tensor, tgt_mask: Mask = None, memory_mask: Mask = None,
+                          train: bool = True, seed: int = 0, stack: bool = False) -> dict:
+    """``DecoderLayer`` (or ``Decoder`` when ``stack``) with ``weights``, train
+    mode by default, dropout masks from ``seed``."""
+    return encoder.seeded_output(module, _cls(stack), config, weights, [x, memory, tgt_mask, memory_mask], train, seed)
+
+
+def decoder_gradient_values(module: ModuleType, config: dict, weights: dict[str, torch.Tensor], x: torch.Tensor,
+                            memory: torch.Tensor, tgt_mask: Mask, memory_mask: Mask, upstream: torch.Tensor,
+                            train: bool = False, seed: int = 0, stack: bool = False) -> dict:
+    """Gradients of ``x``, ``memory`` and every parameter."""
+    return encoder.gradient_values(module, _cls(stack), config, weights, [x, memory, tgt_mask, memory_mask],
+                                   upstream, train, seed)
+
+
+def decoder_float64_values(module: ModuleType, config: dict, weights: dict[str, torch.Tensor], x: torch.Tensor,
+                           memory: torch.Tensor, tgt_mask: Mask = None, memory_mask: Mask = None,
+                           stack: bool = False) -> dict:
+    """See :func:`coursekit.probes.encoder.float64_values`; tensors float64."""
+    return encoder.float64_values(module, _cls(stack), config, weights, [x, memory, tgt_mask, memory_mask])
+
+
+def decoder_behaviour(module: ModuleType, config: dict, x: torch.Tensor, memory: torch.Tensor,
+                      src_padding: torch.Tensor, split: int, stack: bool = False) -> dict:
+    """See :func:`coursekit.probes.encoder.behaviour`, with a causal
+    ``tgt_mask`` and ``memory_mask = src_padding[:, None, :]``. Changes: noise
+    at target positions ``>= split`` (earlier outputs must not move), noise
+    at padded memory positions (no output may move)."""
+    (batch, n_tgt, _), n_src = x.shape, memory.shape[1]
+    future = (torch.arange(n_tgt) >= split).expand(batch, n_tgt)
+    changes = [{"name": "future_ignored", "arg": 0, "where": future, "keep": ~future},
+               {"name": "memory_padding_ignored", "arg": 1, "where": src_padding,
+                "keep": torch.ones(batch, n_tgt, dtype=torch.bool)}]
+    tgt_mask = torch.ones(n_tgt, n_tgt, dtype=torch.bool).triu(diagonal=1)
+    return encoder.behaviour(module, _cls(stack), config, [x, memory, tgt_mask, src_padding[:, None, :]], changes)

@@ -1,0 +1,402 @@
+"""Hidden checks of exercise 09 (encoder).
+
+Every run loads explicit weights by name (random, seeded, from PyTorch's own
+``nn.TransformerEncoderLayer`` renamed by :mod:`coursekit.probes.torch_oracles`,
+LayerNorms included), so a correct layer that creates its sub-modules in
+another order still passes, and two LayerNorms are never interchangeable.
+
+The helpers at the top (sizes, masks, weights, ``trees_close``) are shared
+with exercise 10's checks (:mod:`grader.checks.decoder`).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from coursekit.compare import compare_tensors
+from coursekit.probes import torch_oracles as oracles
+from grader.checks import Check, Compare, all_of, no_forbidden_calls, plain_equal, tensors_close, text
+from grader.sandbox import ProbeCall
+
+PROBES = "coursekit.probes.encoder"
+LAYER_OUTPUT = f"{PROBES}:encoder_layer_output"
+STACK_OUTPUT = f"{PROBES}:encoder_output"
+SEEDED = f"{PROBES}:encoder_seeded_output"
+GRADIENTS = f"{PROBES}:encoder_gradient_values"
+FLOAT64 = f"{PROBES}:encoder_float64_values"
+BEHAVIOUR = f"{PROBES}:encoder_behaviour"
+LAYER_STRUCTURE = f"{PROBES}:encoder_layer_structure"
+STACK_STRUCTURE = f"{PROBES}:encoder_structure"
+
+Weights = dict[str, torch.Tensor]
+
+
+# --- shared with exercise 10 ----------------------------------------------------
+
+def draw(gen: torch.Generator, low: int, high: int) -> int:
+    """An int in ``[low, high]`` (both included) from ``gen``."""
+    return int(torch.randint(low, high + 1, (1,), generator=gen))
+
+
+def random_config(gen: torch.Generator) -> dict:
+    """Sizes of one layer: 1 to 4 heads of 2 to 4 features (odd d_model
+    included), an unrelated d_ff, and a dropout rate that eval mode must
+    ignore."""
+    num_heads, head_dim = draw(gen, 1, 4), draw(gen, 2, 4)
+    rate = (0.0, 0.1, 0.3, 0.5)[draw(gen, 0, 3)]
+    return {"d_model": num_heads * head_dim, "num_heads": num_heads, "d_ff": draw(gen, 3, 24), "dropout": rate}
+
+
+def layer_config(gen: torch.Generator, stack: bool = False, train: bool = False) -> dict:
+    """A layer's sizes (see :func:`random_config`), with 1 to 4 layers for a
+    stack; in train mode the dropout rate is never 0."""
+    config = random_config(gen)
+    if train:
+        config["dropout"] = (0.1, 0.3, 0.5)[draw(gen, 0, 2)]
+    return {"num_layers": draw(gen, 1, 4), **config} if stack else config
+
+
+def call_of(probe: str, kind: str, gen: torch.Generator, kwargs: dict, stack: bool, train: bool) -> ProbeCall:
+    """The probe call of one ``kind`` of case (output, float64, train,
+    gradients): ``kwargs`` holds config, weights and the forward's inputs."""
+    if kind == "float64":
+        kwargs = {**kwargs, "weights": as_float64(kwargs["weights"]), "stack": stack}
+    elif kind == "train":
+        kwargs = {**kwargs, "train": True, "seed": oracle_seed(gen), "stack": stack}
+    elif kind == "gradients":
+        kwargs = {**kwargs, "upstream": torch.randn(kwargs["x"].shape, generator=gen),
+                  "train": train, "seed": oracle_seed(gen), "stack": stack}
+    return ProbeCall(probe, kwargs)
+
+
+def padding(gen: torch.Generator, batch: int, n: int, allow_empty: bool = True) -> torch.Tensor:
+    """(batch, n) bool, True at padding; one sequence is full, and with
+    ``allow_empty`` another may be all padding (its rows are fully blocked)."""
+    lengths = torch.randint(0 if allow_empty else 1, n + 1, (batch,), generator=gen)
+    lengths[draw(gen, 0, batch - 1)] = n
+    return torch.arange(n) >= lengths[:, None]
+
+
+def random_blocks(gen: torch.Generator, shape: tuple[int, ...]) -> torch.Tensor:
+    """A bool mask of ``shape`` with ~40% blocked and one fully blocked row."""
+    mask = torch.rand(shape, generator=gen) < 0.4
+    mask[..., draw(gen, 0, shape[-2] - 1), :] = True
+    return mask
+
+
+def behaviour_config(gen: torch.Generator, stack: bool) -> dict:
+    """Sizes for the checks on a fresh layer: d_model of at least 4, so that
+    "normalised" is a clear-cut property, and dropout to see train vs eval."""
+    config = random_config(gen)
+    heads = config["num_heads"]
+    config |= {"d_model": heads * max(config["d_model"] // heads, -(-4 // heads)), "dropout": 0.3}
+    return {"num_layers": draw(gen, 2, 3), **config} if stack else config
+
+
+def padded_lengths(gen: torch.Generator, batch: int, n: int) -> torch.Tensor:
+    """(batch, n) bool, True at padding: the first sequence is full, every
+    other one has between 1 and n - 1 real positions."""
+    lengths = torch.randint(1, n, (batch,), generator=gen)
+    lengths[0] = n
+    return torch.arange(n) >= lengths[:, None]
+
+
+def causal(n: int) -> torch.Tensor:
+    return torch.ones(n, n, dtype=torch.bool).triu(diagonal=1)
+
+
+def oracle_seed(gen: torch.Generator) -> int:
+    return draw(gen, 0, 2**30)
+
+
+def oracle_layers(make: Callable[..., torch.nn.Module], config: dict, count: int, gen: torch.Generator,
+                  ) -> list[torch.nn.Module]:
+    """``count`` torch layers with seeded random weights. Their creation
+    draws from the global RNG before ``randomize_`` overwrites everything:
+    fork it so that building the plan leaves the grader's RNG alone."""
+    sizes = {k: config[k] for k in ("d_model", "num_heads", "d_ff")}
+    with torch.random.fork_rng(devices=[]):
+        return [make(**sizes, seed=oracle_seed(gen)) for _ in range(count)]
+
+
+def as_float64(weights: Weights) -> Weights:
+    return {name: w.to(torch.float64) for name, w in weights.items()}
+
+
+def trees_close(*path: str, atol: float = 1e-5, rtol: float = 1e-4) -> Compare:
+    """Dicts with the same keys, lists of the same length, tensors close,
+    anything else equal, all the way down (e.g. gradients by parameter name)."""
+
+    def walk(mine: object, theirs: object) -> str | None:
+        if isinstance(theirs, dict):
+            if not isinstance(mine, dict) or set(mine) != set(theirs):
+                return "the parameter names differ from the contract's"
+            return next((r for k in theirs if (r := walk(mine[k], theirs[k])) is not None), None)
+        if isinstance(theirs, list):
+            if not isinstance(mine, list) or len(mine) != len(theirs):
+                return "the result is missing a part"
+            return next((r for m, t in zip(mine, theirs) if (r := walk(m, t)) is not None), None)
+        if isinstance(theirs, torch.Tensor):
+            if mine is None:
+                return "no gradient where one was expected"
+            mismatch = compare_tensors(mine, theirs, atol=atol, rtol=rtol)
+            return None if mismatch is None else "wrong values"
+        if theirs is None:
+            return None if mine is None else "a gradient where none was expected"
+        return None if type(mine) is type(theirs) and mine == theirs else "wrong result"
+
+    def compare(submitted: object, expected: object) -> str | None:
+        for key in path:
+            if not isinstance(submitted, dict) or key not in submitted:
+                return "the result is missing a part"
+            submitted, expected = submitted[key], expected[key]
+        return walk(submitted, expected)
+
+    return compare
+
+
+def loaded_and_close(names: str, atol: float = 1e-5, rtol: float = 1e-4) -> Compare:
+    """The weights loaded into parameters of the contract's names, and the
+    output agrees."""
+    return all_of(plain_equal("load", reason=f"the parameter names differ from the contract's ({names})"),
+                  tensors_close("output", atol=atol, rtol=rtol))
+
+
+def gradients_close(names: str) -> Compare:
+    """Loaded by name, and the gradients of the inputs and parameters agree
+    (a little looser than outputs: backward sums more terms)."""
+    return all_of(plain_equal("load", reason=f"the parameter names differ from the contract's ({names})"),
+                  trees_close("inputs", atol=1e-4, rtol=1e-3), trees_close("parameters", atol=1e-4, rtol=1e-3))
+
+
+def float64_close(names: str) -> Compare:
+    return all_of(loaded_and_close(names, atol=1e-10, rtol=1e-9),
+                  plain_equal("parameter_dtypes", reason="some parameters are not float64"))
+
+
+BEHAVIOUR_SAME = plain_equal(reason="behaves differently: output shape, normalisation, masking or dropout")
+
+
+# --- exercise 09 ------------------------------------------------------------------
+
+NAMES = "self_attn, feed_forward, norm1, norm2"
+STACK_NAMES = "layers.0.self_attn, ..."
+
+
+def _weights(config: dict, gen: torch.Generator, silenced: bool = False) -> Weights:
+    layers = oracle_layers(oracles.torch_encoder_layer, config, config.get("num_layers", 1), gen)
+    if "num_layers" in config:
+        return oracles.stack_to_course(layers)
+    if silenced:  # each sublayer outputs 0: only the residual path is left
+        oracles.tie_norms_(oracles.silence_sublayers_(layers[0]))
+    return oracles.encoder_layer_to_course(layers[0].state_dict())
+
+
+def _mask(gen: torch.Generator, kind: str, batch: int, n: int) -> torch.Tensor | None:
+    if kind == "padding":
+        return padding(gen, batch, n)[:, None, :]  # (b, 1, n)
+    if kind == "full":  # (b, n, n) or one (n, n) for the whole batch
+        return random_blocks(gen, (batch, n, n) if draw(gen, 0, 1) else (n, n))
+    return None
+
+
+def _calls(gen: torch.Generator, count: int, kind: str, masks: tuple[str, ...], stack: bool = False,
+           silenced: bool = False) -> list[ProbeCall]:
+    """``count`` calls of one ``kind`` (output, float64, train, gradients),
+    each on random sizes with its own seeded weights; the mask kinds take
+    turns."""
+    calls = []
+    for i in range(count):
+        train = kind == "train" or (kind == "gradients" and i % 2 == 1)  # gradients: every other call trains
+        config = layer_config(gen, stack, train)
+        weights = _weights(config, gen, silenced)
+        batch, n = draw(gen, 1, 3), draw(gen, 1, 7)
+        dtype = torch.float64 if kind == "float64" else torch.float32
+        x = (1.5 * torch.randn(batch, n, config["d_model"], generator=gen)).to(dtype)
+        kwargs = {"config": config, "weights": weights, "x": x, "mask": _mask(gen, masks[i % len(masks)], batch, n)}
+        probe = {"output": STACK_OUTPUT if stack else LAYER_OUTPUT, "float64": FLOAT64, "train": SEEDED,
+                 "gradients": GRADIENTS}[kind]
+        calls.append(call_of(probe, kind, gen, kwargs, stack, train))
+    return calls
+
+
+def _behaviour(gen: torch.Generator, count: int, stack: bool) -> list[ProbeCall]:
+    calls = []
+    for _ in range(count):
+        config = behaviour_config(gen, stack)
+        batch, n = draw(gen, 2, 3), draw(gen, 3, 6)
+        x = 3.0 * torch.randn(batch, n, config["d_model"], generator=gen) + 1.0
+        calls.append(ProbeCall(BEHAVIOUR, {"config": config, "x": x, "padding": padded_lengths(gen, batch, n),
+                                           "stack": stack}))
+    return calls
+
+
+def _structures(gen: torch.Generator, count: int, stack: bool) -> list[ProbeCall]:
+    return [ProbeCall(STACK_STRUCTURE if stack else LAYER_STRUCTURE, {"config": layer_config(gen, stack)})
+            for _ in range(count)]
+
+
+CHECKS = [
+    Check(
+        id="09-layer-behaviour",
+        weight=1.5,
+        message=text("a fresh EncoderLayer (its own weights): output shape, every output vector normalised "
+                     "(post-norm), padded positions do not change the others, dropout only in training mode",
+                     "新建的 EncoderLayer（使用其自身权重）：输出形状、每个输出向量都已归一化（post-norm）、"
+                     "填充位置不影响其他位置、dropout 只在训练模式下起作用"),
+        calls=lambda gen: _behaviour(gen, 3, stack=False),
+        compare=BEHAVIOUR_SAME,
+        seed=909,
+    ),
+    Check(
+        id="09-layer-no-mask",
+        weight=2,
+        message=text("EncoderLayer with given weights on random sizes (batch, length, heads, d_model, d_ff), "
+                     "no mask, in eval mode with a dropout rate set", "EncoderLayer 载入给定权重，在随机尺寸（batch、"
+                     "长度、头数、d_model、d_ff）上、无掩码、设置了 dropout 比例的 eval 模式下的输出"),
+        calls=lambda gen: _calls(gen, 6, "output", ("none",)),
+        compare=loaded_and_close(NAMES),
+        pitfalls=("shared-layernorm", "residual-missing"),
+        seed=900,
+    ),
+    Check(
+        id="09-layer-padding-mask",
+        weight=2,
+        message=text("EncoderLayer with a padding mask (batch, 1, n), including a sequence that is all padding",
+                     "EncoderLayer 使用填充掩码 (batch, 1, n)，包括整条序列都是填充的情况"),
+        calls=lambda gen: _calls(gen, 6, "output", ("padding",)),
+        compare=loaded_and_close(NAMES),
+        pitfalls=("shared-layernorm", "residual-missing"),
+        seed=901,
+    ),
+    Check(
+        id="09-layer-full-masks",
+        message=text("EncoderLayer with masks of shape (n, n) and (batch, n, n), including fully blocked rows",
+                     "EncoderLayer 使用形状为 (n, n) 与 (batch, n, n) 的掩码，包括整行被遮蔽的情况"),
+        calls=lambda gen: _calls(gen, 4, "output", ("full",)),
+        compare=loaded_and_close(NAMES),
+        pitfalls=("shared-layernorm", "residual-missing"),
+        seed=902,
+    ),
+    Check(
+        id="09-layer-residual",
+        weight=1.5,
+        message=text("the residual connections: with sublayers that output zeros, what is left is norm2(norm1(x))",
+                     "残差连接：当子层输出全为 0 时，剩下的应是 norm2(norm1(x))"),
+        calls=lambda gen: _calls(gen, 3, "output", ("padding",), silenced=True),
+        compare=loaded_and_close(NAMES),
+        pitfalls=("residual-missing",),
+        seed=903,
+    ),
+    Check(
+        id="09-layer-parameters",
+        message=text("EncoderLayer registers the contract's parameters: self_attn, feed_forward and two separate "
+                     "LayerNorms norm1, norm2", "EncoderLayer 注册了约定的参数：self_attn、feed_forward 以及两个"
+                     "独立的 LayerNorm（norm1、norm2）"),
+        calls=lambda gen: _structures(gen, 2, stack=False),
+        compare=plain_equal("parameters", reason="the registered parameters differ from the contract's "
+                                                 "(names or shapes)"),
+        pitfalls=("shared-layernorm",),
+        seed=904,
+    ),
+    Check(
+        id="09-layer-float64",
+        message=text("EncoderLayer.to(torch.float64) on float64 inputs keeps float64 precision",
+                     "EncoderLayer.to(torch.float64) 在 float64 输入上保持 float64 精度"),
+        calls=lambda gen: _calls(gen, 3, "float64", ("padding",)),
+        compare=float64_close(NAMES),
+        seed=905,
+    ),
+    Check(
+        id="09-layer-train-dropout",
+        weight=1.5,
+        message=text("EncoderLayer in training mode with dropout (the same random dropout masks as the reference): "
+                     "dropout on each sublayer's output, before the residual add",
+                     "训练模式下带 dropout 的 EncoderLayer（与参考实现使用相同的随机 dropout 掩码）："
+                     "dropout 作用在每个子层的输出上、残差相加之前"),
+        calls=lambda gen: _calls(gen, 3, "train", ("padding", "full")),
+        compare=loaded_and_close(NAMES),
+        seed=906,
+    ),
+    Check(
+        id="09-layer-gradients",
+        weight=1.5,
+        message=text("gradients of the input and of every parameter of EncoderLayer, with a padding mask",
+                     "带填充掩码时，EncoderLayer 对输入和每个参数的梯度"),
+        calls=lambda gen: _calls(gen, 3, "gradients", ("padding",)),
+        compare=gradients_close(NAMES),
+        pitfalls=("shared-layernorm", "residual-missing"),
+        seed=907,
+    ),
+    Check(
+        id="09-layer-inputs-unchanged",
+        weight=0.5,
+        message=text("EncoderLayer does not modify x or the mask", "EncoderLayer 不修改 x 和掩码"),
+        calls=lambda gen: _calls(gen, 3, "output", ("padding", "full")),
+        compare=all_of(plain_equal("inputs_unchanged", reason="modified an input in place"),
+                       loaded_and_close(NAMES)),
+        seed=908,
+    ),
+    Check(
+        id="09-encoder-registered",
+        message=text("Encoder keeps num_layers separate EncoderLayers in an nn.ModuleList, all their parameters "
+                     "registered", "Encoder 用 nn.ModuleList 保存 num_layers 个独立的 EncoderLayer，"
+                     "其参数全部已注册"),
+        calls=lambda gen: _structures(gen, 3, stack=True),
+        compare=all_of(plain_equal("hidden_lists", reason="layers kept in a plain Python list"),
+                       plain_equal("layers", reason="layers is not an nn.ModuleList of separate EncoderLayers"),
+                       plain_equal("parameters", reason="the registered parameters differ from the contract's")),
+        pitfalls=("plain-list-layers",),
+        seed=910,
+    ),
+    Check(
+        id="09-encoder-behaviour",
+        message=text("a fresh Encoder: output shape, normalised outputs, padding ignored, dropout only in "
+                     "training mode (.eval() must reach every layer)", "新建的 Encoder：输出形状、输出已归一化、"
+                     "忽略填充位置、dropout 只在训练模式下起作用（.eval() 必须作用到每一层）"),
+        calls=lambda gen: _behaviour(gen, 2, stack=True),
+        compare=BEHAVIOUR_SAME,
+        pitfalls=("plain-list-layers",),
+        seed=915,
+    ),
+    Check(
+        id="09-encoder-stack",
+        weight=2,
+        message=text("Encoder of 1 to 4 layers with given weights, each layer in turn with the same mask",
+                     "载入给定权重的 1 到 4 层 Encoder：逐层计算，每层使用同一个掩码"),
+        calls=lambda gen: _calls(gen, 4, "output", ("padding", "full", "none"), stack=True),
+        compare=loaded_and_close(STACK_NAMES, atol=2e-5),
+        pitfalls=("plain-list-layers",),
+        seed=911,
+    ),
+    Check(
+        id="09-encoder-float64",
+        weight=0.5,
+        message=text("Encoder.to(torch.float64) moves every layer and keeps float64 precision",
+                     "Encoder.to(torch.float64) 转换每一层并保持 float64 精度"),
+        calls=lambda gen: _calls(gen, 2, "float64", ("padding",), stack=True),
+        compare=float64_close(STACK_NAMES),
+        pitfalls=("plain-list-layers",),
+        seed=912,
+    ),
+    Check(
+        id="09-encoder-train-dropout",
+        message=text("Encoder in training mode with dropout (the same random dropout masks as the reference)",
+                     "训练模式下带 dropout 的 Encoder（与参考实现使用相同的随机 dropout 掩码）"),
+        calls=lambda gen: _calls(gen, 2, "train", ("padding",), stack=True),
+        compare=loaded_and_close(STACK_NAMES, atol=2e-5),
+        pitfalls=("plain-list-layers",),
+        seed=913,
+    ),
+    Check(
+        id="09-encoder-gradients",
+        message=text("gradients of the input and of every parameter of Encoder",
+                     "Encoder 对输入和每个参数的梯度"),
+        calls=lambda gen: _calls(gen, 2, "gradients", ("padding",), stack=True),
+        compare=gradients_close(STACK_NAMES),
+        pitfalls=("plain-list-layers",),
+        seed=914,
+    ),
+    no_forbidden_calls("09", requires=("09-layer-behaviour",)),
+]
