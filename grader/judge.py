@@ -95,6 +95,15 @@ def _first_failure(check: Check, calls: slice, run: RunResult, expected: RunResu
     return None
 
 
+_PATH_RE = re.compile(r"(/[^\s'\":]+)+")
+
+
+def _without_paths(text: str | None) -> str:
+    """An error message with file paths blanked (the variant and the
+    submission live in different folders)."""
+    return _PATH_RE.sub("<path>", text or "")
+
+
 def _compare(check: Check, submitted: object, expected: object) -> str | None:
     """``check.compare``, which must never take the grader down: a result of
     a shape no compare foresaw is a failed check, not a crash."""
@@ -122,7 +131,9 @@ def _fails_alike(check: Check, calls: slice, submission: RunResult, variant: Run
         if mine.ok != theirs.ok:
             return False
         if not mine.ok:
-            if mine.error_type != theirs.error_type:
+            # Same hidden inputs, same bug: the same error, message included
+            # (an error type alone would confirm unrelated mistakes).
+            if (mine.error_type, _without_paths(mine.error)) != (theirs.error_type, _without_paths(theirs.error)):
                 return False
         elif _compare(check, mine.value, theirs.value) is not None:
             return False
@@ -247,7 +258,8 @@ class Judge:
                 suspects = [p for p in candidates if self._error_matches(p, error_text)]
             else:
                 suspects = list(check.pitfalls)
-            hints = list(dict.fromkeys([*confirmed, *suspects]))
+            # A confirmed pitfall explains the failure; the others would be noise.
+            hints = list(dict.fromkeys(confirmed or suspects))
             verdicts.append(Verdict(check.id, False, 0.0, points[check.id], check.message, reason, hints, confirmed))
         if run.status == "ok":
             return ExerciseResult(exercise.id, "graded", "", verdicts, exercise.points)
