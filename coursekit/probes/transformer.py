@@ -17,7 +17,7 @@ import torch
 from torch import nn
 
 from coursekit.loader import load_module
-from coursekit.probes.modules import hidden_list_modules, registered
+from coursekit.probes.modules import dtypes_after_to, hidden_list_modules, registered, train_eval_outputs
 
 IMPLICIT_SOFTMAX = "Implicit dimension choice for softmax"
 
@@ -295,3 +295,143 @@ def copy_task(module: ModuleType, seed: int = 0, steps: int = 200, batch: int = 
         "seconds": seconds,
         "implicit_softmax": _implicit_softmax(caught),
     }
+
+
+# --- plain-data views for the hidden checks --------------------------------------
+# Outputs at padded *target* positions are left out: the target padding mask
+# changes only them and the loss ignores them (README, "Masks"), so a model
+# without it is not wrong. Which positions are real is read from the inputs.
+
+def _real(values: object, ids: torch.Tensor, pad: int) -> object:
+    """``values[ids != pad]`` ((n_real, ...)) when ``values`` starts with
+    ``ids``' (b, n); anything else is returned as it is, so that a wrong
+    shape still shows as a wrong shape."""
+    if isinstance(values, torch.Tensor) and values.dim() >= 2 and tuple(values.shape[:2]) == tuple(ids.shape):
+        return values[ids != pad]
+    return values
+
+
+def real_target_logits(module: ModuleType, config: dict, seed: int, src: torch.Tensor, tgt: torch.Tensor,
+                       pad_embedding: torch.Tensor | None = None) -> dict:
+    """:func:`forward_logits` with the logits kept at non-pad target positions only."""
+    found = forward_logits(module, config, seed, src, tgt, pad_embedding)
+    return {"logits": _real(found["logits"], tgt, config.get("pad_idx", 0)),
+            "repeatable": found["repeatable"], "inputs_unchanged": found["inputs_unchanged"]}
+
+
+def real_encode_decode(module: ModuleType, config: dict, seed: int, src: torch.Tensor, tgt: torch.Tensor) -> dict:
+    """:func:`encode_decode` with the memory at non-pad source positions (what
+    reaches the decoder) and the decoder outputs at non-pad target positions."""
+    found = encode_decode(module, config, seed, src, tgt)
+    pad = config.get("pad_idx", 0)
+    return {"memory": _real(found["memory"], src, pad),
+            **{key: _real(found[key], tgt, pad) for key in ("decoded", "generated", "logits")}}
+
+
+def real_attention_weights(module: ModuleType, config: dict, seed: int, src: torch.Tensor, tgt: torch.Tensor) -> dict:
+    """:func:`attention_weights`, with the rows of padded queries zeroed: only
+    what real tokens see is part of the contract."""
+    found = attention_weights(module, config, seed, src, tgt)
+    for key, queries in (("encoder_self", src), ("decoder_self", tgt), ("decoder_cross", tgt)):
+        weights = found[key]  # (b, h, n_q, n_k) or None
+        if isinstance(weights, torch.Tensor) and weights.dim() == 4 and tuple(weights.shape[::2]) == tuple(queries.shape):
+            found[key] = weights.masked_fill((queries == config.get("pad_idx", 0))[:, None, :, None], 0.0)
+    return found
+
+
+def float64_logits(module: ModuleType, config: dict, seed: int, src: torch.Tensor, tgt: torch.Tensor) -> dict:
+    """``model.to(torch.float64)``: the floating tensors it left in another
+    dtype, and the logits at non-pad target positions."""
+    model = build(module, config, seed)
+    not_moved = sorted(name for name, dtype in dtypes_after_to(model, torch.float64).items() if dtype == "torch.float32")
+    with torch.no_grad():
+        logits = model(src, tgt)
+    return {"not_moved": not_moved, "dtype": str(getattr(logits, "dtype", None)),
+            "logits": _real(logits, tgt, config.get("pad_idx", 0))}
+
+
+def train_gradients(module: ModuleType, config: dict, seed: int, src: torch.Tensor, tgt: torch.Tensor,
+                    upstream: torch.Tensor) -> dict:
+    """In float64 and train mode: the logits at non-pad target positions and
+    the gradient of every parameter (by name; None where none arrived) of
+    ``(logits * upstream)`` summed over the non-pad target positions. Give
+    it ``dropout=0``: the order in which a correct model draws its dropout
+    masks is its own business (see :func:`dropout_modes`)."""
+    model = build(module, config, seed).to(torch.float64).train()
+    real = (tgt != config.get("pad_idx", 0)).unsqueeze(-1)
+    logits = model(src, tgt)
+    (logits * upstream * real).sum().backward()
+    return {"logits": _real(logits.detach(), tgt, config.get("pad_idx", 0)),
+            "grads": {name: None if p.grad is None else p.grad.clone() for name, p in model.named_parameters()}}
+
+
+def dropout_modes(module: ModuleType, config: dict, seed: int, src: torch.Tensor, tgt: torch.Tensor) -> dict:
+    """With the config's dropout: whether two train-mode forwards under
+    different seeds differ, and two eval-mode forwards are identical, at the
+    non-pad target positions; and whether train-mode forwards still differ
+    when every dropout outside ``model.pos_encoding`` is switched off (the
+    positional encoding's own dropout is used)."""
+    pad = config.get("pad_idx", 0)
+    model = build(module, config, seed)
+    outs = {key: _real(value, tgt, pad) for key, value in train_eval_outputs(model, lambda m: m(src, tgt)).items()}
+    inside = {id(sub) for sub in model.pos_encoding.modules()} if isinstance(model.pos_encoding, nn.Module) else set()
+    for sub in model.modules():
+        if isinstance(sub, nn.Dropout) and id(sub) not in inside:
+            sub.p = 0.0
+    only_pe = {key: _real(value, tgt, pad) for key, value in train_eval_outputs(model, lambda m: m(src, tgt)).items()}
+    return {"train_varies": not torch.equal(outs["train_0"], outs["train_1"]),
+            "eval_repeatable": torch.equal(outs["eval_0"], outs["eval_1"]),
+            "pe_dropout_used": not torch.equal(only_pe["train_0"], only_pe["train_1"])}
+
+
+def device_forward(module: ModuleType, config: dict, src: torch.Tensor, tgt: torch.Tensor) -> dict:
+    """Whether ``model(src, tgt)`` creates every tensor on the inputs' device:
+    :func:`default_device_forward`, confirmed by :func:`meta_forward` when it fails."""
+    found = default_device_forward(module, config, src, tgt)
+    if found["error"] is not None:
+        found = meta_forward(module, config, src, tgt)
+    return {"runs": found["error"] is None, "shape": found["shape"]}
+
+
+def greedy_rule(module: ModuleType, config: dict, seed: int, src: torch.Tensor, max_len: int,
+                start_symbol: int, end_symbol: int) -> dict:
+    """:func:`greedy_output` turned into what the contract promises: shape,
+    dtype, the start column, and whether every later token is the argmax of
+    the model's own ``forward`` on its prefix, or ``pad_idx`` once its row
+    has produced ``end_symbol``. Judged against the model itself, so a
+    near-tie between two logits cannot set two correct models apart."""
+    found = greedy_output(module, config, seed, src, max_len, start_symbol, end_symbol)
+    tokens, argmax = found["tokens"], found["step_argmax"]
+    if not isinstance(tokens, torch.Tensor) or tuple(tokens.shape) != (src.size(0), max_len) or argmax is None:
+        return {"shape": list(getattr(tokens, "shape", [])), "dtype": str(getattr(tokens, "dtype", None)),
+                "starts": False, "follows_argmax": False}
+    tokens = tokens.long()
+    ended = torch.zeros(src.size(0), dtype=torch.bool)
+    follows = True
+    for t in range(1, max_len):
+        expected = argmax[:, t - 1].masked_fill(ended, config.get("pad_idx", 0))
+        follows = follows and torch.equal(tokens[:, t], expected)
+        ended |= tokens[:, t] == end_symbol
+    return {"shape": list(tokens.shape), "dtype": str(found["tokens"].dtype),
+            "starts": bool((tokens[:, 0] == start_symbol).all()), "follows_argmax": follows}
+
+
+def structure_summary(module: ModuleType, config: dict) -> dict:
+    """:func:`structure` reduced to the contract: the six named sub-modules'
+    types, every parameter's name and shape, the modules hidden in plain
+    lists, and whether the number of parameters is the one the config implies."""
+    found = structure(module, config)
+    names = ("src_embed", "tgt_embed", "pos_encoding", "encoder", "decoder", "generator")
+    return {"children": {name: found["children"].get(name) for name in names}, "parameters": found["parameters"],
+            "hidden_lists": found["hidden_lists"],
+            "n_parameters_ok": found["n_parameters"] == found["expected_n_parameters"]}
+
+
+def copy_outcome(module: ModuleType, seed: int, steps: int, length: int, batch: int = 32, n_test: int = 100) -> dict:
+    """:func:`copy_task` summed up: the mean of the last 20 losses, the
+    exact-match rate and per-token accuracy of greedy decoding afterwards,
+    and the training time (for the record; never compared)."""
+    found = copy_task(module, seed=seed, steps=steps, batch=batch, length=length, n_test=n_test)
+    last = found["losses"][-20:]
+    return {"final_loss": sum(last) / max(len(last), 1), "exact_match": found["exact_match"],
+            "token_accuracy": found["token_accuracy"], "seconds": found["seconds"]}
