@@ -144,3 +144,9 @@ def sync_shipped(course: Path = CourseOption) -> None:
 
 def main() -> None:
     app()
+
+
+# ---------------------------------------------------------------- exams (issue 8)
+from grader.exams.cli import exam_app  # noqa: E402  (the sub-app; its commands live with the exam code)
+
+app.add_typer(exam_app, name="exam")

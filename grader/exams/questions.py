@@ -83,6 +83,14 @@ class AnswerKey:
             return str(list(self.value)) if isinstance(self.value, tuple) else f"{self.value:g}"
         return " | ".join(self.accept)
 
+    def model_answer(self) -> object:
+        """What a student who is right would write in answers.yaml."""
+        if self.kind == "choice":
+            return ", ".join(self.letters)
+        if self.kind == "numeric":
+            return list(self.value) if isinstance(self.value, tuple) else self.value
+        return self.accept[0]
+
 
 def compute_request(question: Question, variant: Variant) -> tuple[str, tuple[tuple[str, Number], ...]]:
     """(computation name, its arguments) for a question answered by the reference."""

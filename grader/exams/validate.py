@@ -118,6 +118,13 @@ def _exam_problems(course: Course, i: int, exam: Exam, root: Path, check_files: 
         problems.append((f"{where}.questions", f"question {dup!r} is listed more than once"))
     problems += _spec_problems(f"{where}.variant", exam.variant, set())
     sizes = set(exam.variant)
+    from grader.exams.checks import SIZES_USED
+
+    for j, entry in enumerate(exam.exercises):
+        missing = [name for name in SIZES_USED.get(entry.id, ()) if name not in sizes]
+        if missing:
+            problems.append((f"{where}.exercises[{j}]", f"the exam checks of {entry.id} use size(s) "
+                                                        f"{', '.join(missing)}, which the variant does not define"))
     for j, question_id in enumerate(exam.questions):
         if question_id not in course.questions:
             problems.append((f"{where}.questions[{j}]", f"unknown question {question_id!r}"))
