@@ -112,8 +112,8 @@ Number = int | float
 
 class SizeSpec(_Strict):
     """How one size (or question parameter) of a variant is drawn: one of
-    ``choices``, an integer in ``min``..``max`` (ints or expressions over the
-    sizes declared before it, e.g. ``"seq_len + 2"``), or computed (``expr``)."""
+    ``choices``, an integer in ``min``..``max`` (ints or expressions over
+    other sizes, e.g. ``"seq_len + 2"``), or computed (``expr``)."""
 
     choices: list[Number] | None = Field(None, min_length=1)
     min: int | str | None = None
@@ -159,7 +159,7 @@ class Exam(_Strict):
     late_policy: LatePolicy = LatePolicy()
     exercises: list[ExamExercise] = []
     questions: list[str] = []
-    # Sizes drawn per student, in this order (later ones may use earlier ones).
+    # Sizes drawn per student; one may use others (drawn after them).
     variant: dict[str, SizeSpec] = {}
 
     @field_validator("starts_at")

@@ -66,14 +66,19 @@ def _names_problems(where: str, text: str | int | float, known: set[str]) -> Pro
 
 
 def _spec_problems(where: str, specs: dict, known: set[str]) -> Problems:
+    from grader.exams.variants import draw_order
+
     problems = []
-    known = set(known)
     for name, spec in specs.items():
         if not name.isidentifier():
             problems.append((f"{where}.{name}", "a size name must be an identifier"))
         for part in ("min", "max", "expr"):
-            problems += _names_problems(f"{where}.{name}.{part}", getattr(spec, part), known)
-        known.add(name)
+            problems += _names_problems(f"{where}.{name}.{part}", getattr(spec, part), known | set(specs) - {name})
+    if not problems:
+        try:
+            draw_order(specs, known)
+        except ValueError as exc:
+            problems.append((where, str(exc)))
     return problems
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.course import Course, Exam, SizeSpec
-from grader.exams.expr import Number, as_int, evaluate
+from grader.exams.expr import Number, as_int, evaluate, names
 
 SECRET_MIN_BYTES = 16
 _DOMAIN = b"attention-course/exam-variant/v1"
@@ -86,12 +86,31 @@ def student_key(secret: bytes, course_id: str, exam_id: str, student: str) -> by
     return hmac.new(secret, message, hashlib.sha256).digest()
 
 
+def spec_names(spec: SizeSpec) -> set[str]:
+    """The names a spec's expressions use."""
+    return set().union(*(names(part) for part in (spec.min, spec.max, spec.expr) if isinstance(part, str)))
+
+
+def draw_order(specs: Mapping[str, SizeSpec], known: set[str]) -> list[str]:
+    """The specs' names, each after the ones it uses (declared order otherwise),
+    so that a YAML tool that sorts keys cannot break an exam."""
+    order: list[str] = []
+    pending = dict(specs)
+    while pending:
+        ready = next((n for n, spec in pending.items() if spec_names(spec) <= known | set(order)), None)
+        if ready is None:
+            raise ValueError(f"sizes that depend on each other or on unknown names: {', '.join(pending)}")
+        order.append(ready)
+        del pending[ready]
+    return order
+
+
 def draw_values(specs: Mapping[str, SizeSpec], drawer: Drawer, prefix: str,
                 env: Mapping[str, Number] | None = None) -> dict[str, Number]:
-    """Draw each spec in order; later specs see earlier values (and ``env``)."""
+    """Draw each spec, after those it depends on; later specs see earlier values (and ``env``)."""
     known: dict[str, Number] = dict(env or {})
-    drawn: dict[str, Number] = {}
-    for name, spec in specs.items():
+    for name in draw_order(specs, set(known)):
+        spec = specs[name]
         label = f"{prefix}:{name}"
         if spec.choices is not None:
             value = spec.choices[drawer.below(label, len(spec.choices))]
@@ -103,8 +122,8 @@ def draw_values(specs: Mapping[str, SizeSpec], drawer: Drawer, prefix: str,
             if low > high:
                 raise ValueError(f"{label}: min {low} > max {high} (with {dict(known)})")
             value = low + drawer.below(label, high - low + 1)
-        known[name] = drawn[name] = value
-    return drawn
+        known[name] = value
+    return {name: known[name] for name in specs}   # declared order, for display
 
 
 @dataclass(frozen=True)
