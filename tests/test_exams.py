@@ -57,6 +57,10 @@ def test_the_sample_exam_and_the_bank_are_valid(exam_course, midterm):
     assert kinds == {"choice", "numeric", "short"}
     for question in exam_course.questions.values():
         assert question.text.en and question.text.zh
+    # With the file checks too (the references the answers run exist).
+    from grader.exams.validate import exam_problems
+
+    assert exam_problems(exam_course, REPO_ROOT, check_files=True) == []
 
 
 def test_two_students_get_different_variants(variants):
