@@ -1,7 +1,7 @@
 """Exams: variants, course.yaml and question-bank validation, reading and
 grading answers, answer keys computed by the references, the late policy."""
 import shutil
-from datetime import datetime, timedelta, timezone
+from datetime import timedelta
 
 import pytest
 import yaml
@@ -330,8 +330,6 @@ def test_every_bank_question_renders_with_the_standard_sizes(exam_course):
 
 
 def test_every_computed_answer_of_the_bank_runs_on_the_references(exam_course):
-    from grader.exams.validate import exam_problems  # noqa: F401  (same exam as above)
-
     standard = {**exam_course.exam("midterm").variant, "vocab": SizeSpec(min=100, max=999)}
     everything = exam_course.exam("midterm").model_copy(update={"questions": list(exam_course.questions),
                                                                 "variant": standard, "id": "everything"})

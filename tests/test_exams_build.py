@@ -7,7 +7,6 @@ import shutil
 import subprocess
 import sys
 import time
-import zipfile
 from datetime import timedelta
 
 import pytest

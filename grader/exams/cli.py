@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from pathlib import Path
 
 import typer
@@ -109,40 +108,7 @@ def grade(exam_id: str = typer.Argument(..., help="Exam id (course.yaml exams)."
           jobs: int = typer.Option(os.cpu_count() or 1, "--jobs", "-j", min=1, help="Students graded at once (code)."),
           course: Path = CourseOption) -> None:
     """Grade an exam's answers and code, each student with their variant; apply the late policy."""
-    from grader.exams.build import RosterError, read_roster
-    from grader.exams.grading import grade_exam
-    from grader.exams.reference_calc import ReferenceCalcError
-    from grader.exams.report import write_exam_outputs
-    from grader.exams.timing import read_manifest
+    from grader.exams.session import run_exam_grading
 
-    loaded, exam, root = _load(course, exam_id)
-    secret = _secret(loaded, root)
-    try:
-        entries = read_roster(roster) if roster else None
-        manifest = read_manifest(timestamps, exam) if timestamps else None
-    except (RosterError, ValueError, OSError) as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(EXIT_BAD_INPUT) from exc
-    with tempfile.TemporaryDirectory(prefix="exam-") as workdir:
-        try:
-            if answers_only or not exam.exercises:
-                run = grade_exam(loaded, exam, submissions, secret=secret, root=root, workdir=Path(workdir),
-                                 roster=entries, manifest=manifest)
-            else:
-                try:
-                    from grader.sandbox import Limits, Sandbox
-                except ImportError as exc:
-                    typer.echo("the sandbox is not available in this checkout: grade with --answers-only", err=True)
-                    raise typer.Exit(EXIT_GRADER_BROKEN) from exc
-                with Sandbox(Limits(**loaded.grading.model_dump())) as sandbox:
-                    run = grade_exam(loaded, exam, submissions, secret=secret, root=root, workdir=Path(workdir),
-                                     roster=entries, manifest=manifest, sandbox=sandbox, jobs=jobs)
-        except ReferenceCalcError as exc:
-            typer.echo(f"the grader cannot compute the answer keys: {exc}", err=True)
-            raise typer.Exit(EXIT_GRADER_BROKEN) from exc
-    paths = write_exam_outputs(loaded, run, out)
-    for problem in run.problems + [f"{r.student}: {p}" for r in run.results for p in r.problems]:
-        typer.echo(f"warning: {problem}", err=True)
-    late = sum(r.lateness.flagged for r in run.results)
-    typer.echo(f"graded {len(run.results)} student(s) ({'answers and code' if run.code_graded else 'answers only'}), "
-               f"{late} late\nreport: {paths['report']}\ngrades: {paths['grades']}")
+    raise typer.Exit(run_exam_grading(exam_id, submissions, out=out, course_path=course, jobs=jobs, roster=roster,
+                                      timestamps=timestamps, answers_only=answers_only))
