@@ -64,6 +64,7 @@ def close(
     ``diagnose``, if given, runs only on failure and returns more pitfall
     ids (e.g. by trying which known mistake reproduces ``actual``): useful
     when working them out costs extra calls."""
+    __tracebackhide__ = True
     mismatch = compare_tensors(actual, expected, atol=atol, rtol=rtol, check_dtype=check_dtype)
     if mismatch is not None:
         exp, act = describe(mismatch)
@@ -72,6 +73,7 @@ def close(
 
 def shape(actual: object, expected: tuple[int, ...], *, what: str, pitfalls: Iterable[str] = ()) -> None:
     """``actual`` is a tensor of exactly this shape."""
+    __tracebackhide__ = True
     if type(actual) is not torch.Tensor:
         raise ProbeFailure(what, f"a torch.Tensor of shape {tuple(expected)}", f"a {type(actual).__name__}", pitfalls)
     if tuple(actual.shape) != tuple(expected):
@@ -80,12 +82,14 @@ def shape(actual: object, expected: tuple[int, ...], *, what: str, pitfalls: Ite
 
 def that(condition: bool, *, what: str, expected: str, actual: str, pitfalls: Iterable[str] = ()) -> None:
     """A property holds; ``expected``/``actual`` describe it in words."""
+    __tracebackhide__ = True
     if not condition:
         raise ProbeFailure(what, expected, actual, pitfalls)
 
 
 def equal(actual: object, expected: object, *, what: str, pitfalls: Iterable[str] = ()) -> None:
     """Plain values (names, shapes, counts) are equal."""
+    __tracebackhide__ = True
     if actual != expected:
         raise ProbeFailure(what, repr(expected), repr(actual), pitfalls)
 
@@ -93,6 +97,7 @@ def equal(actual: object, expected: object, *, what: str, pitfalls: Iterable[str
 def modules_registered(hidden_lists: list[str], *, what: str = "sub-modules of your module") -> None:
     """No sub-module hides in a plain Python list (see
     :func:`coursekit.probes.modules.hidden_list_modules`)."""
+    __tracebackhide__ = True
     that(
         not hidden_lists, what=what,
         expected="every layer registered (as an attribute or in an nn.ModuleList)",
@@ -104,6 +109,7 @@ def modules_registered(hidden_lists: list[str], *, what: str = "sub-modules of y
 def gradients_reach_all(reach: dict[str, bool], *, what: str = "gradients after backward()", pitfalls: Iterable[str] = ()) -> None:
     """Every parameter received a non-zero gradient
     (see :func:`coursekit.probes.modules.gradient_reach`)."""
+    __tracebackhide__ = True
     missing = sorted(name for name, got in reach.items() if not got)
     that(not missing, what=what, expected="a non-zero gradient for every parameter",
          actual="no gradient for " + ", ".join(missing), pitfalls=pitfalls)

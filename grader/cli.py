@@ -119,6 +119,7 @@ def grade(
     timeout: float = typer.Option(None, "--timeout", help="Seconds per submission and exercise (default: course.yaml)."),
     memory: int = typer.Option(None, "--memory", help="MiB per sandboxed run (default: course.yaml)."),
     assignment: str = typer.Option(None, "--assignment", help="Grade only this assignment's exercises."),
+    exercise: list[str] = typer.Option(None, "--exercise", "-e", help="Grade only these exercises (repeatable)."),
     course: Path = CourseOption,
 ) -> None:
     """Grade a class into the gradebook and write the reports.
@@ -128,7 +129,7 @@ def grade(
     from grader.session import run_grading
 
     raise typer.Exit(run_grading(submissions, out=out, db=db, jobs=jobs, timeout=timeout, memory=memory,
-                                 assignment=assignment, course_path=course))
+                                 assignment=assignment, exercise_ids=exercise or [], course_path=course))
 
 
 @app.command("sync-shipped")
@@ -142,8 +143,118 @@ def sync_shipped(course: Path = CourseOption) -> None:
         typer.echo(f"{copy.relative_to(course.resolve().parent)} <- {source.relative_to(course.resolve().parent)}")
 
 
+@app.command()
+def doctor(course: Path = CourseOption) -> None:
+    """Show which sandbox layers work on this machine; warn about missing ones."""
+    from grader.sandbox import Limits
+    from grader.sandbox.doctor import diagnose
+
+    try:
+        limits = Limits.from_grading(load_course(course, check_files=False).grading)
+    except CourseError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(1) from exc
+    report = diagnose(limits)
+    for line in report.lines:
+        typer.echo(line)
+    for problem in report.problems:
+        typer.echo(f"warning: {problem}", err=True)
+    typer.echo("sandbox: all layers active" if report.ok else f"sandbox: {len(report.problems)} warning(s)")
+    raise typer.Exit(0 if report.ok else 1)
+
+
 def main() -> None:
     app()
+
+
+# --- release (issue 6): the students' repository, the nbgrader course, pushing scores
+# Kept in one block at the end of this file; the work is done in grader/release/.
+release_app = typer.Typer(help="Release the course: students' repository, nbgrader course.", no_args_is_help=True)
+app.add_typer(release_app, name="release")
+push_app = typer.Typer(help="Push the gradebook's scores to other systems.", no_args_is_help=True)
+app.add_typer(push_app, name="push")
+
+
+def _release_course(course: Path):
+    """The course for a release: files are checked per exercise (the course
+    lists exercises before they are written; only written ones are released)."""
+    try:
+        return load_course(course, check_files=False)
+    except CourseError as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from exc
+
+
+@release_app.command("student")
+def release_student(
+    out: Path = typer.Argument(..., help="Folder for the students' repository."),
+    notebooks: bool = typer.Option(True, "--notebooks/--no-notebooks", help="Also write NN_slug.ipynb beside each stub."),
+    force: bool = typer.Option(False, "--force", help="Replace an earlier release in OUT (its .git is kept)."),
+    course: Path = CourseOption,
+) -> None:
+    """Write the repository students clone, and check it leaks nothing."""
+    from grader.release.common import ReleaseError
+    from grader.release.student_repo import find_leaks, write_student_repo
+
+    loaded, root = _release_course(course), course.resolve().parent
+    try:
+        written = write_student_repo(loaded, root, out, notebooks=notebooks, force=force)
+    except ReleaseError as exc:
+        typer.echo(f"release failed: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    leaks = find_leaks(out, loaded, root)
+    for leak in leaks:
+        typer.echo(f"LEAK {leak}", err=True)
+    if leaks:
+        typer.echo(f"{out}: {len(leaks)} instructor-only text(s) found: do not publish this release", err=True)
+        raise typer.Exit(1)
+    typer.echo(f"{out}: {len(written)} exercises ({', '.join(e.folder for e in written)}); no leak found")
+
+
+@release_app.command("nbgrader")
+def release_nbgrader(
+    out: Path = typer.Argument(..., help="The nbgrader course directory (source/ and nbgrader_config.py are written)."),
+    assignments: list[str] = typer.Option(None, "--assignment", "-a", help="Only these assignments (default: all)."),
+    exchange: Path = typer.Option(None, "--exchange", help="Write Exchange.root into nbgrader_config.py."),
+    course: Path = CourseOption,
+) -> None:
+    """Generate nbgrader's source notebooks and config from course.yaml."""
+    from grader.release.common import ReleaseError
+    from grader.release.nbgrader import write_course
+
+    loaded = _release_course(course)
+    try:
+        release = write_course(loaded, course.resolve().parent, out, assignment_ids=assignments, exchange=exchange)
+    except (ReleaseError, ImportError) as exc:
+        typer.echo(f"release failed: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    for assignment, folders in release.assignments.items():
+        skipped = release.skipped[assignment]
+        typer.echo(f"source/{assignment}: {', '.join(folders) or 'no notebook'}"
+                   + (f" (not written yet: {', '.join(skipped)})" if skipped else ""))
+    typer.echo(f"next: cd {out} && nbgrader generate_assignment <assignment>")
+
+
+@push_app.command("nbgrader")
+def push_nbgrader(
+    assignment: str = typer.Argument(..., help="The assignment id (course.yaml assignments)."),
+    db: Path = typer.Option(Path("grades.db"), "--db", help="Our gradebook (written by grader grade)."),
+    nbgrader_db: Path = typer.Option(Path("gradebook.db"), "--nbgrader-db", help="nbgrader's gradebook."),
+    course: Path = CourseOption,
+) -> None:
+    """Write our scores into nbgrader's gradebook so formgrader shows them."""
+    from grader.release.common import ReleaseError
+    from grader.release.nbgrader import push_scores
+
+    loaded = _release_course(course)
+    try:
+        report = push_scores(loaded, db, nbgrader_db, assignment, course.resolve().parent)
+    except (ReleaseError, ImportError) as exc:
+        typer.echo(f"push failed: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    for line in report.skipped:
+        typer.echo(f"skipped {line}", err=True)
+    typer.echo(f"{nbgrader_db}: {report.notebooks} notebook score(s) of {report.students} student(s) pushed")
 
 
 # ---------------------------------------------------------------- exams (issue 8)

@@ -341,10 +341,11 @@ def _file_problems(course: Course, root: Path) -> list[tuple[str, str]]:
 
     problems = []
     for i, exercise in enumerate(course.exercises):
-        for side in ("exercises", "solutions"):
-            module = root / side / exercise.folder / exercise.module
-            if not module.is_file():
-                problems.append((f"exercises[{i}].module", f"{module.relative_to(root)} does not exist"))
+        missing = [root / side / exercise.folder / exercise.module for side in ("exercises", "solutions")]
+        missing = [module for module in missing if not module.is_file()]
+        problems += [(f"exercises[{i}].module", f"{module.relative_to(root)} does not exist") for module in missing]
+        if missing:
+            continue  # the variants are edits of the reference: nothing to check them against
         try:
             variants = load_variants(exercise, root)
         except VariantError as exc:

@@ -23,6 +23,9 @@ from grader.sandbox import CallResult, RunResult, Sandbox
 from grader.submissions import assemble
 
 
+NOT_IMPLEMENTED = "not implemented yet"
+
+
 class GraderError(Exception):
     """The grader cannot do its job (e.g. the reference fails its own checks)."""
 
@@ -71,6 +74,8 @@ def _call_reason(call: CallResult | None, run: RunResult) -> str | None:
     if call is None:
         return run.reason or f"did not finish ({run.status})"
     if not call.ok:
+        if call.error_type == "NotImplementedError":
+            return NOT_IMPLEMENTED
         # The error type only: the message could quote hidden inputs.
         return f"raised {call.error_type}" if call.error_type else "failed"
     return None
@@ -108,11 +113,26 @@ def _fails_alike(check: Check, calls: slice, submission: RunResult, variant: Run
     return True
 
 
+# At least one of these must hold, or a submission could read the references
+# and hidden checks: grading without them would be grading on trust.
+FILESYSTEM_LAYERS = ("landlock", "filesystem_view")
+
+
+def require_isolation(sandbox: Sandbox) -> None:
+    """Raise :class:`GraderError` unless the sandbox hides the instructor's files."""
+    layers = sandbox.layers()
+    if not any(layers.get(name) == "active" for name in FILESYSTEM_LAYERS):
+        missing = "; ".join(f"{name}: {layers.get(name, 'unknown')}" for name in FILESYSTEM_LAYERS)
+        raise GraderError(f"the sandbox cannot hide solutions/ and the hidden checks here ({missing}); "
+                          "run `grader doctor` for details")
+
+
 class Judge:
     """Grades exercises of one course with one sandbox; reference and variant
     results are computed once per exercise and shared between threads."""
 
     def __init__(self, course: Course, sandbox: Sandbox, root: Path = REPO_ROOT):
+        require_isolation(sandbox)
         self.course = course
         self.sandbox = sandbox
         self.root = root
@@ -164,6 +184,8 @@ class Judge:
     def grade(self, exercise: Exercise, folder: Path | None, workdir: Path) -> ExerciseResult:
         """Grade the exercise module in ``folder`` (None: not submitted)."""
         plan = self.plan(exercise)
+        if not plan.checks:
+            raise GraderError(f"{exercise.folder} has no hidden checks (grader/checks/{exercise.slug}.py)")
         points = _check_points(exercise, plan.checks)
         if folder is None or not (folder / exercise.module).is_file():
             verdicts = [Verdict(c.id, False, 0.0, points[c.id], c.message, "not submitted") for c in plan.checks]
@@ -185,6 +207,10 @@ class Judge:
                 passed.add(check.id)
                 verdicts.append(Verdict(check.id, True, points[check.id], points[check.id], check.message))
                 continue
+            ran = calls.stop <= len(run.calls)
+            if reason == NOT_IMPLEMENTED or not ran:  # a stub, or the run broke first: no mistake to explain
+                verdicts.append(Verdict(check.id, False, 0.0, points[check.id], check.message, reason))
+                continue
             confirmed = [
                 pitfall_id for pitfall_id, variant in self.variant_results(exercise, workdir).items()
                 if _agrees(check, calls, variant, expected) is not None
@@ -192,5 +218,6 @@ class Judge:
             ]
             hints = list(dict.fromkeys([*confirmed, *check.pitfalls]))
             verdicts.append(Verdict(check.id, False, 0.0, points[check.id], check.message, reason, hints, confirmed))
-        status = "graded" if run.status == "ok" else run.status
-        return ExerciseResult(exercise.id, status, run.reason, verdicts, exercise.points)
+        if run.status == "ok":
+            return ExerciseResult(exercise.id, "graded", "", verdicts, exercise.points)
+        return ExerciseResult(exercise.id, run.status, run.reason, verdicts, exercise.points)

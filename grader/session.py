@@ -21,7 +21,8 @@ EXIT_OK, EXIT_BAD_INPUT, EXIT_GRADER_BROKEN, EXIT_GRADEBOOK = 0, 2, 3, 4
 
 
 def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: float | None,
-                memory: int | None, assignment: str | None, course_path: Path) -> int:
+                memory: int | None, assignment: str | None, course_path: Path,
+                exercise_ids: list[str] | None = None) -> int:
     console = Console(stderr=True)
     try:
         course = load_course(course_path)
@@ -36,6 +37,12 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
         exercises = [course.exercise(i) for i in chosen[0].exercises]
     else:
         exercises = list(course.exercises)
+    if exercise_ids:
+        unknown = sorted(set(exercise_ids) - {e.id for e in exercises})
+        if unknown:
+            console.print(f"unknown exercise(s) {', '.join(unknown)}; choose from {', '.join(e.id for e in exercises)}")
+            return EXIT_BAD_INPUT
+        exercises = [e for e in exercises if e.id in exercise_ids]
     limits = Limits(**course.grading.model_dump())
     limits = dataclasses.replace(limits, **{k: v for k, v in (("timeout_s", timeout), ("memory_mb", memory)) if v})
     root = course_path.resolve().parent
@@ -48,7 +55,7 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
                 bar = progress.add_task("grading", total=None)
 
                 def advance(task, record) -> None:
-                    progress.update(bar, advance=1, total=progress.tasks[0].total)
+                    progress.update(bar, advance=1)
 
                 run = grade_class(course, exercises, submissions, gradebook, judge, Path(workdir), jobs=jobs,
                                   on_result=advance, root=root, on_plan=lambda n: progress.update(bar, total=n))

@@ -7,6 +7,11 @@ Each exercise is copied into a fresh folder of the grader's work dir with
 only its module; modules the exercise ships from earlier exercises come from
 the references (only the exercise's own symbols are graded).
 
+A notebook can stand in for the module: nbgrader's collected
+``submitted/<student>/<assignment>/NN_slug.ipynb``, a plain ``NN_slug.ipynb``
+in the student's folder, or the one beside the stub in a student checkout;
+its answer cell becomes the module (``grader.notebooks``).
+
 Nothing here imports or runs student code. Archives are unpacked by hand:
 no absolute paths, no ``..``, no links, bounded sizes.
 """
@@ -21,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from grader.course import REPO_ROOT, Course, Exercise
+from grader.notebooks import NotebookError, extract_module
 
 MAX_MODULE_BYTES = 1 << 20          # a module larger than 1 MiB is not a solution
 MAX_ARCHIVE_BYTES = 64 << 20        # total unpacked size of one student's zip
@@ -93,11 +99,14 @@ def _exercise_roots(tree: Path) -> list[Path]:
     return [c for c in candidates if c.is_dir() and not c.is_symlink()]
 
 
-def _find_module(tree: Path, exercise: Exercise) -> Path | None:
+def _find_notebook(tree: Path, exercise: Exercise) -> Path | None:
+    """``NN_slug.ipynb`` beside the exercise folders (nbgrader's layout:
+    the assignment folder is the zip-style level below the student) or in
+    the exercise folder (a student checkout with the released notebooks)."""
     for root in _exercise_roots(tree):
-        candidate = root / exercise.folder / exercise.module
-        if candidate.exists():
-            return candidate
+        for candidate in (root / f"{exercise.folder}.ipynb", root / exercise.folder / f"{exercise.folder}.ipynb"):
+            if candidate.exists():
+                return candidate
     return None
 
 
@@ -113,13 +122,42 @@ def assemble(exercise: Exercise, module_source: bytes, target: Path, course: Cou
     return target
 
 
+def _is_untouched_stub(module: Path, exercise: Exercise, root: Path) -> bool:
+    stub = root / "exercises" / exercise.folder / exercise.module
+    try:
+        return module.is_file() and not module.is_symlink() and module.read_bytes() == stub.read_bytes()
+    except OSError:
+        return False
+
+
+def _find_module(tree: Path, exercise: Exercise, root: Path = REPO_ROOT) -> Path | None:
+    module = None
+    for candidate_root in _exercise_roots(tree):
+        candidate = candidate_root / exercise.folder / exercise.module
+        if candidate.exists():
+            module = candidate
+            break
+    # A checkout has both the module and its notebook: the student worked
+    # in the notebook when the module is still the untouched stub.
+    if module is None or _is_untouched_stub(module, exercise, root):
+        return _find_notebook(tree, exercise) or module
+    return module
+
+
 def _prepare(exercise: Exercise, module: Path, target: Path, course: Course, root: Path) -> ExerciseSubmission:
     if module.is_symlink() or not module.is_file():
-        return ExerciseSubmission(exercise, None, "", f"{exercise.module} is not a regular file")
-    size = module.stat().st_size
+        return ExerciseSubmission(exercise, None, "", f"{module.name} is not a regular file")
+    notebook = module.suffix == ".ipynb"
+    if notebook:
+        try:
+            data = extract_module(module, exercise)
+        except NotebookError as exc:
+            return ExerciseSubmission(exercise, None, "", str(exc))
+    size = len(data) if notebook else module.stat().st_size
     if size > MAX_MODULE_BYTES:
         return ExerciseSubmission(exercise, None, "", f"{exercise.module} is {size >> 10} KiB (at most {MAX_MODULE_BYTES >> 10} KiB)")
-    data = module.read_bytes()
+    if not notebook:
+        data = module.read_bytes()
     return ExerciseSubmission(exercise, assemble(exercise, data, target, course, root), hashlib.sha256(data).hexdigest())
 
 
@@ -152,7 +190,7 @@ def collect(submissions_dir: Path, course: Course, exercises: list[Exercise], wo
             submission.problems.append(f"{entry.name}: neither a folder nor a .zip")
             tree = None
         for exercise in exercises:
-            module = _find_module(tree, exercise) if tree is not None else None
+            module = _find_module(tree, exercise, root) if tree is not None else None
             if module is None:
                 reason = "; ".join(submission.problems) if tree is None else "not submitted"
                 submission.exercises[exercise.id] = ExerciseSubmission(exercise, None, "", reason)

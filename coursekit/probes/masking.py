@@ -120,3 +120,56 @@ def _pair(result: object) -> tuple[object, object]:
     if isinstance(result, (tuple, list)) and len(result) == 2:
         return result[0], result[1]
     return result, None
+
+
+def built_masks_attention(
+    module: ModuleType,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    lengths: torch.Tensor | list[int] | None = None,
+    causal: bool = True,
+) -> dict:
+    """Attention with masks built by the student's own ``causal_mask`` and
+    ``padding_mask``, the way later exercises combine them: the causal mask
+    ``(n_q, n_k)`` (self-attention, so ``n_q == n_k``) or'ed with the padding
+    mask of ``lengths`` reshaped to ``(batch, 1, ..., 1, n_k)`` so that it
+    broadcasts over heads and queries. Returns the mask used, the output and
+    the weights."""
+    n_k = key.size(-2)
+    mask = module.causal_mask(n_k) if causal else None
+    if lengths is not None:
+        padding = module.padding_mask(lengths, n_k)
+        if isinstance(padding, torch.Tensor):
+            padding = padding.reshape(padding.size(0), *([1] * (query.dim() - 2)), n_k)
+        mask = padding if mask is None else mask | padding
+    output, weights = _pair(module.scaled_dot_product_attention(query, key, value, mask=mask))
+    return {"mask": mask, "output": output, "weights": weights}
+
+
+# Errors that mean "this code reads the lengths' values", which a meta tensor
+# cannot answer but a GPU tensor can: such code is not judged on its device.
+_READS_VALUES = ("cannot be called on meta tensors", "Cannot copy out of meta tensor")
+
+
+def mask_devices(module: ModuleType, seq_len: int, lengths: list[int]) -> dict:
+    """Where the masks land when asked for another device. The ``meta``
+    device stands in for a GPU: ``causal_mask(seq_len, device="meta")`` and
+    ``padding_mask`` of a ``meta`` lengths tensor should both be on ``meta``.
+    Returns the device types (a type name when no tensor came back);
+    ``padding`` is ``"unknown"`` when the code needs the lengths' values,
+    which a ``meta`` tensor does not have."""
+    causal = module.causal_mask(seq_len, device="meta")
+    try:
+        padding = module.padding_mask(torch.tensor(lengths, device="meta"), seq_len)
+    except (RuntimeError, NotImplementedError) as exc:
+        if not any(text in str(exc) for text in _READS_VALUES):
+            raise
+        padding_device = "unknown"
+    else:
+        padding_device = _device_type(padding)
+    return {"causal": _device_type(causal), "padding": padding_device}
+
+
+def _device_type(value: object) -> str:
+    return value.device.type if isinstance(value, torch.Tensor) else type(value).__name__

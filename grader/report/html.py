@@ -2,6 +2,8 @@
 for each student. Templates are Jinja2 with autoescaping on."""
 from __future__ import annotations
 
+import hashlib
+import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -26,8 +28,17 @@ STATUS_TEXT = {
 def _environment() -> Environment:
     env = Environment(loader=PackageLoader("grader.report", "templates"), autoescape=select_autoescape(["html"]))
     env.filters["pct"] = lambda x: f"{100 * x:.0f}%"
-    env.filters["pts"] = lambda x: f"{x:g}"
+    env.filters["pts"] = lambda x: f"{x:.2f}".rstrip("0").rstrip(".")
     return env
+
+
+def page_name(student: str) -> str:
+    """A file name for a student's page: the id when it is plain, else a
+    cleaned id with a hash (ids come from folder names, which students pick)."""
+    clean = re.sub(r"[^A-Za-z0-9._@-]", "_", student)
+    if clean == student and not student.startswith("."):
+        return student
+    return f"{clean.strip('.')}-{hashlib.sha256(student.encode()).hexdigest()[:8]}"
 
 
 def _by_student(records: list[Record]) -> dict[str, dict[str, Record]]:
@@ -78,7 +89,7 @@ def write_html_report(course: Course, records: list[Record], out: Path) -> Path:
     index = env.get_template("index.html").render(
         course=course, exercises=exercises, students=students, totals=totals, max_total=max_total,
         check_rows=check_rows, pitfalls=pitfall_students.most_common(), hints=hints, figures=figures,
-        status_text=STATUS_TEXT,
+        status_text=STATUS_TEXT, pages={student: page_name(student) for student in students},
     )
     (out / "index.html").write_text(index, encoding="utf-8")
 
@@ -88,10 +99,10 @@ def write_html_report(course: Course, records: list[Record], out: Path) -> Path:
             [e.id for e in exercises],
             [rows[e.id].points / rows[e.id].max_points if e.id in rows else 0.0 for e in exercises],
             [exercise_rate[e.id] for e in exercises],
-            out / "img" / f"student-{student}.png",
+            out / "img" / f"student-{page_name(student)}.png",
         )
         html = page.render(course=course, student=student, exercises=exercises, rows=rows,
                            total=totals[student], max_total=max_total, hints=hints, figure=figure,
                            status_text=STATUS_TEXT)
-        (out / "students" / f"{student}.html").write_text(html, encoding="utf-8")
+        (out / "students" / f"{page_name(student)}.html").write_text(html, encoding="utf-8")
     return out / "index.html"

@@ -21,8 +21,8 @@ def _attend(query, key, value, mask=None, dropout=None):
     if mask is not None:
         weights = weights.masked_fill(blocked_row, 0.0)
     if dropout is not None:
-        weights = dropout(weights)
-    return weights @ value, weights
+        weights = dropout(weights)  # on the weights, after the softmax; a no-op in eval mode
+    return weights @ value, weights  # (b, h, n_q, d_v), (b, h, n_q, n_k)
 
 
 class MultiHeadedAttention(nn.Module):
@@ -35,6 +35,8 @@ class MultiHeadedAttention(nn.Module):
             raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
         self.num_heads = num_heads
         self.head_dim = d_model // num_heads
+        # One projection per role for all heads at once: head j uses the
+        # output features j*head_dim .. (j+1)*head_dim - 1 of each.
         self.W_query = nn.Linear(d_model, d_model, bias=bias)
         self.W_key = nn.Linear(d_model, d_model, bias=bias)
         self.W_value = nn.Linear(d_model, d_model, bias=bias)
@@ -44,9 +46,12 @@ class MultiHeadedAttention(nn.Module):
 
     def _split(self, x):
         b, n, _ = x.shape
-        return x.view(b, n, self.num_heads, self.head_dim).transpose(1, 2)  # (b, h, n, hd)
+        # (b, n, d) -> (b, n, h, hd): each token's features cut into h pieces;
+        # then swap so that each head sees all tokens: (b, h, n, hd).
+        return x.view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
 
-    def forward(self, query, key, value, mask=None):
+    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                mask: torch.Tensor | None = None) -> torch.Tensor:
         """query (b, n_q, d_model); key, value (b, n_k, d_model).
 
         mask: bool, True = blocked; (n_q, n_k), (b, n_q, n_k), (b, 1, n_k)
@@ -57,8 +62,10 @@ class MultiHeadedAttention(nn.Module):
         q, k, v = self._split(self.W_query(query)), self._split(self.W_key(key)), self._split(self.W_value(value))
         context, self.attn = _attend(q, k, v, mask, self.dropout)  # (b, h, n_q, hd)
         b, _, n_q, _ = context.shape
+        # Back to (b, n_q, h, hd) before merging the heads; after transpose the
+        # memory is not contiguous, so reshape (not view) copies it.
         merged = context.transpose(1, 2).reshape(b, n_q, self.num_heads * self.head_dim)
-        return self.out_proj(merged)
+        return self.out_proj(merged)  # (b, n_q, d_model)
 
 
 class PositionwiseFeedForward(nn.Module):
@@ -70,7 +77,9 @@ class PositionwiseFeedForward(nn.Module):
         self.linear2 = nn.Linear(d_ff, d_model)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        # nn.Linear acts on the last dimension: every position gets the same
+        # MLP, and positions never mix. (b, n, d) -> (b, n, d_ff) -> (b, n, d)
         return self.linear2(self.dropout(torch.relu(self.linear1(x))))
 
 
@@ -82,5 +91,6 @@ class AddNorm(nn.Module):
         self.norm = nn.LayerNorm(d_model)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x, sublayer_out):
+    def forward(self, x: torch.Tensor, sublayer_out: torch.Tensor) -> torch.Tensor:
+        # Dropout on the sublayer's output only: the residual path stays intact.
         return self.norm(x + self.dropout(sublayer_out))

@@ -1,0 +1,171 @@
+"""Grading throughput: `grader grade --jobs 2` against the alternatives, in one run.
+
+    python bench/grading_throughput.py [-n 100] [-e 01 -e 03] [--timeout 10]
+                                       [--pytest-sample 10] [--nbgrader-sample 4]
+
+Generates N submissions (correct, every pitfall variant, untouched stubs,
+one that crashes at import, one that hangs), then measures:
+
+- ours: `grader grade --jobs 2` over all N (sandboxed hidden checks);
+- pytest: one fresh `pytest` process per submission running the public
+  tests (the usual "run the tests per student" script), on a sample;
+- nbgrader: `nbgrader autograde` of the same code as notebooks, on a sample
+  (each notebook starts a kernel that imports torch).
+
+The baselines run on samples because they are slow; their throughput is
+per submission and is compared with ours per submission. A hanging
+submission costs each side its timeout.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from grader.course import load_course  # noqa: E402
+from grader.pitfalls import load_variants  # noqa: E402
+
+HANG = "import time\n\n\ndef {name}(*args, **kwargs):\n    time.sleep(3600)\n"
+CRASH = "raise RuntimeError('left over from my notebook')\n"
+
+
+def make_class(course, exercises, n: int, out: Path) -> list[dict[str, str]]:
+    """N students; student i hands in, for each exercise, kind i of:
+    reference, each variant, stub, crash at import, hang."""
+    kinds = []
+    for exercise in exercises:
+        reference = (REPO / "solutions" / exercise.folder / exercise.module).read_text()
+        stub = (REPO / "exercises" / exercise.folder / exercise.module).read_text()
+        variants = [v.source for v in load_variants(exercise, REPO).values()]
+        pool = [reference, reference, *variants, stub, CRASH, HANG.format(name=exercise.symbols[0])]
+        kinds.append((exercise, pool))
+    students = []
+    for i in range(n):
+        files = {}
+        for exercise, pool in kinds:
+            folder = out / f"student{i:03d}" / exercise.folder
+            folder.mkdir(parents=True)
+            source = pool[i % len(pool)]
+            (folder / exercise.module).write_text(source)
+            files[exercise.id] = source
+        students.append(files)
+    return students
+
+
+def time_ours(subs: Path, exercises, timeout: float, work: Path) -> float:
+    cmd = [sys.executable, "-m", "grader", "grade", str(subs), "--jobs", "2", "--timeout", str(timeout),
+           "--db", str(work / "grades.db"), "--out", str(work / "grading")]
+    for exercise in exercises:
+        cmd += ["-e", exercise.id]
+    started = time.perf_counter()
+    done = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"grader grade failed:\n{done.stdout}{done.stderr}")
+    return elapsed
+
+
+def spread(students: list, sample: int) -> list:
+    """``sample`` students evenly spread over the class, so that a sample
+    meets the same mix of correct, wrong, crashing and hanging code."""
+    return [students[round(i * len(students) / sample)] for i in range(sample)]
+
+
+def time_pytest(students, exercises, sample: int, timeout: float, work: Path) -> float:
+    """Seconds per submission: a fresh pytest per student over the exercises' public tests."""
+    total = 0.0
+    for i, files in enumerate(spread(students, sample)):
+        tree = work / f"pytest{i}"
+        for exercise in exercises:
+            shutil.copytree(REPO / "exercises" / exercise.folder, tree / exercise.folder)
+            (tree / exercise.folder / exercise.module).write_text(files[exercise.id])
+        shutil.copy(REPO / "exercises" / "conftest.py", tree / "conftest.py")
+        started = time.perf_counter()
+        try:
+            subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--import-mode=importlib",
+                            "-p", "no:hypothesispytest", str(tree)], cwd=tree, capture_output=True,
+                           timeout=timeout * len(exercises), env={**os.environ, "PYTHONPATH": str(REPO)})
+        except subprocess.TimeoutExpired:
+            pass
+        total += time.perf_counter() - started
+    return total / sample
+
+
+def time_nbgrader(course, students, exercises, sample: int, timeout: float, work: Path) -> float | None:
+    """Seconds per submission for `nbgrader autograde` of the same code as notebooks."""
+    try:
+        import nbformat
+
+        from grader.release.common import answer_cell_id
+        from grader.release.nbgrader import write_course
+    except ImportError:
+        return None
+    course_dir, home = work / "nbgrader", work / "home"
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home), "PYTHONPATH": str(REPO),
+           "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])}
+
+    def run(*args: str) -> None:
+        subprocess.run([sys.executable, *args], cwd=course_dir, env=env, check=True, capture_output=True)
+
+    assignment = next(a for a in course.assignments if all(e.id in a.exercises for e in exercises))
+    write_course(course, REPO, course_dir, assignment_ids=[assignment.id])
+    subprocess.run([sys.executable, "-m", "ipykernel", "install", "--user", "--name", "python3"], env=env,
+                   check=True, capture_output=True)
+    (course_dir / "nbgrader_config.py").write_text(
+        (course_dir / "nbgrader_config.py").read_text() + f"\nc.ExecutePreprocessor.timeout = {int(timeout)}\n")
+    run("-m", "nbgrader", "generate_assignment", assignment.id, "--force")
+    for i, files in enumerate(spread(students, sample)):
+        target = course_dir / "submitted" / f"student{i:03d}" / assignment.id
+        target.mkdir(parents=True)
+        for exercise in exercises:
+            notebook = nbformat.read(course_dir / "release" / assignment.id / f"{exercise.folder}.ipynb", as_version=4)
+            (cell,) = [c for c in notebook.cells
+                       if c.metadata.get("nbgrader", {}).get("grade_id") == answer_cell_id(exercise)]
+            cell.source = files[exercise.id]
+            nbformat.write(notebook, target / f"{exercise.folder}.ipynb")
+    started = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "nbgrader", "autograde", assignment.id, "--create"], cwd=course_dir,
+                   env=env, capture_output=True)
+    return (time.perf_counter() - started) / sample
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-n", type=int, default=100, help="submissions (students)")
+    parser.add_argument("-e", "--exercise", action="append", help="exercise ids (default: 01)")
+    parser.add_argument("--timeout", type=float, default=10.0, help="seconds per submission and exercise")
+    parser.add_argument("--pytest-sample", type=int, default=10)
+    parser.add_argument("--nbgrader-sample", type=int, default=4)
+    args = parser.parse_args()
+    course = load_course()
+    exercises = [course.exercise(i) for i in (args.exercise or ["01"])]
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        work = Path(tmp)
+        students = make_class(course, exercises, args.n, work / "subs")
+        ours_s = time_ours(work / "subs", exercises, args.timeout, work)
+        pytest_s = time_pytest(students, exercises, min(args.pytest_sample, args.n), args.timeout, work)
+        nbgrader_s = time_nbgrader(course, students, exercises, min(args.nbgrader_sample, args.n), args.timeout, work)
+    per_min = 60 * args.n / ours_s
+    label = "+".join(e.id for e in exercises)
+    print(f"{args.n} submissions of exercise(s) {label}, timeout {args.timeout:g} s, 2 jobs")
+    print(f"  grader grade:          {ours_s:7.1f} s in all   {per_min:8.1f} submissions/min")
+    print(f"  fresh pytest each:     {pytest_s:7.2f} s each   {60 / pytest_s:8.1f} submissions/min"
+          f"   -> ours is {per_min / (60 / pytest_s):.1f}x")
+    if nbgrader_s is None:
+        print("  nbgrader autograde:    not installed (pip install -e '.[release]')")
+    else:
+        print(f"  nbgrader autograde:    {nbgrader_s:7.2f} s each   {60 / nbgrader_s:8.1f} submissions/min"
+              f"   -> ours is {per_min / (60 / nbgrader_s):.1f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,235 @@
+"""The repository students clone, generated from this one.
+
+What it holds, and only that::
+
+    exercises/NN_slug/        README.md, README.zh.md, the stub, test_*.py (and NN_slug.ipynb)
+    exercises/conftest.py     loads the hint plugin
+    coursekit/                the probe library, expectations, the hint plugin, the notebook runner
+    course.yaml               the students' view: exercises and pitfall hints (see student_course_data)
+    README.md, pyproject.toml, requirements.txt, .gitignore
+
+Nothing from ``solutions/`` or ``grader/`` is copied; :func:`find_leaks`
+searches the written tree for what must never be there (distinctive lines
+of the references, the pitfall variants' edits, hidden check ids) and the
+command refuses a release where it finds any.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+from pathlib import Path
+
+import yaml
+
+from grader.course import Course, Exercise
+from grader.pitfalls import load_variants, variants_file
+from grader.release.common import ReleaseError, available_exercises, notebook_name, student_course_data
+
+TORCH_PIN = "torch==2.13.0"
+REQUIREMENTS = [TORCH_PIN, "numpy", "pytest", "pyyaml"]
+# Lines shorter than this are too generic to prove a leak (``return x``).
+MIN_LEAK_LINE = 16
+TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".toml", ".txt", ".cfg", ".ini", ".ipynb", ".json"}
+_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache")
+
+PYPROJECT = '''\
+[build-system]
+requires = ["setuptools>=68"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = {name!r}
+version = {version!r}
+description = {description!r}
+requires-python = ">=3.11"
+dependencies = {dependencies}
+
+[project.optional-dependencies]
+# For the exercises as notebooks (exercises/NN_slug/NN_slug.ipynb).
+notebook = ["notebook", "ipykernel"]
+
+[tool.setuptools.packages.find]
+include = ["coursekit*"]
+
+[tool.pytest.ini_options]
+# importlib mode: exercises have test files and modules with the same names.
+addopts = "--import-mode=importlib"
+# coursekit is importable from a fresh clone even before `pip install -e .`.
+pythonpath = ["."]
+testpaths = ["exercises"]
+markers = ["pitfalls(*ids): pitfall ids whose hints a failure of this test shows"]
+'''
+
+GITIGNORE = ".venv/\n__pycache__/\n*.pyc\n*.egg-info/\n.pytest_cache/\n.ipynb_checkpoints/\n"
+
+
+def _readme(course: Course, exercises: list[Exercise], notebooks: bool) -> str:
+    rows = "\n".join(f"| `exercises/{e.folder}` | {e.title.en} | {e.title.zh} | {e.points:g} |" for e in exercises)
+    notebook_part = (
+        "\nPrefer Jupyter? Each folder also has `NN_slug.ipynb`: the same instructions, the stub in\n"
+        "its answer cell and one cell per public test. Install with `pip install -e '.[notebook]'`.\n"
+        "Hand in either the module or the notebook: if you work in the notebook, leave the module\n"
+        "untouched (the grader then reads the notebook's answer cell).\n"
+    ) if notebooks else ""
+    return f"""# {course.course.title.en} · {course.course.title.zh}
+
+## Setup
+
+```bash
+python3 -m venv .venv && source .venv/bin/activate
+pip install -e .          # torch 2.13.0, pytest, numpy, pyyaml and the course's test helpers
+```
+
+## Working on an exercise
+
+Each exercise is a folder under `exercises/`: read its `README.md` (中文：`README.zh.md`), fill in
+the stub (the module named in the table of the README), and run its public tests:
+
+```bash
+pytest exercises/01_softmax        # one exercise
+pytest exercises                   # all of them, with a progress table at the end
+```
+
+- `not implemented yet: ...` means the function still raises the stub's `NotImplementedError`;
+- otherwise the failure says what was checked, what was **expected** and what your code **got**;
+- when the failure matches a mistake many students make, a section `hint [pitfall-id]` explains it
+  in English and Chinese.
+
+The public tests are a subset of what the grader checks: passing them is necessary, not sufficient.
+{notebook_part}
+| folder | exercise | 练习 | points |
+|---|---|---|---|
+{rows}
+"""
+
+
+def _copy_exercise(exercise: Exercise, root: Path, out: Path) -> None:
+    source = root / "exercises" / exercise.folder
+    # Never the notebook of an earlier release lying in the instructor's tree.
+    shutil.copytree(source, out / "exercises" / exercise.folder,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", "*.ipynb"))
+
+
+def _clear(out: Path, force: bool) -> None:
+    """An empty ``out``; with ``force`` an earlier release is replaced,
+    keeping ``.git`` (the instructor may commit releases to the students' repo)."""
+    if out.exists() and any(out.iterdir()):
+        if not force:
+            raise ReleaseError(f"{out} is not empty (use --force to replace an earlier release; .git is kept)")
+        for child in out.iterdir():
+            if child.name == ".git":
+                continue
+            shutil.rmtree(child) if child.is_dir() and not child.is_symlink() else child.unlink()
+    out.mkdir(parents=True, exist_ok=True)
+
+
+def write_student_repo(course: Course, root: Path, out: Path, *, notebooks: bool = True,
+                       force: bool = False) -> list[Exercise]:
+    """Write the students' repository for every exercise written so far."""
+    exercises = available_exercises(course, root)
+    if not exercises:
+        raise ReleaseError("no exercise has a stub under exercises/ yet")
+    _clear(out, force)
+    for exercise in exercises:
+        _copy_exercise(exercise, root, out)
+        if notebooks:
+            from grader.release.notebooks import build_notebook, write_notebook
+
+            write_notebook(build_notebook(course, exercise, root, with_solution=False),
+                           out / "exercises" / exercise.folder / f"{notebook_name(exercise)}.ipynb")
+    shutil.copyfile(root / "exercises" / "conftest.py", out / "exercises" / "conftest.py")
+    shutil.copytree(root / "coursekit", out / "coursekit", ignore=_IGNORE)
+    header = ("# The course as students' tools read it (the hint plugin, the notebook runner).\n"
+              "# Generated by `grader release student` from the instructor's course.yaml.\n")
+    data = student_course_data(course, exercises)
+    (out / "course.yaml").write_text(header + yaml.safe_dump(data, allow_unicode=True, sort_keys=False, width=100),
+                                     encoding="utf-8")
+    name = (course.release.get("student_repo") or {}).get("name") or f"{course.course.id}-student"
+    (out / "pyproject.toml").write_text(PYPROJECT.format(
+        name=name, version=course.course.version, description=course.course.title.en,
+        dependencies=json.dumps(REQUIREMENTS)), encoding="utf-8")
+    (out / "requirements.txt").write_text("\n".join(REQUIREMENTS) + "\n", encoding="utf-8")
+    (out / ".gitignore").write_text(GITIGNORE, encoding="utf-8")
+    (out / "README.md").write_text(_readme(course, exercises, notebooks), encoding="utf-8")
+    return exercises
+
+
+# --- what must never be released --------------------------------------------------
+
+def hidden_check_ids(root: Path) -> list[str]:
+    """The ids of the hidden checks in ``grader/checks/*.py``, read from the
+    source (importing the checks needs the sandbox)."""
+    ids = []
+    for path in sorted((root / "grader" / "checks").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call):
+                for keyword in node.keywords:
+                    if keyword.arg == "id" and isinstance(keyword.value, ast.Constant) and isinstance(keyword.value.value, str):
+                        ids.append(keyword.value.value)
+    return ids
+
+
+def _shipped_ids(course: Course) -> set[str]:
+    return {shipped for e in course.exercises for shipped in e.ships}
+
+
+def secret_lines(course: Course, root: Path) -> dict[str, list[str]]:
+    """Lines that prove a leak, by origin: each reference's lines that its
+    stub lacks, and the lines the pitfall variants' edits write. References
+    that a later exercise ships as working code are not secret."""
+    found: dict[str, list[str]] = {}
+    shipped = _shipped_ids(course)
+    # Text students get by design (stubs, public tests, READMEs, the modules
+    # later exercises ship, coursekit, the hints): a line found there proves
+    # nothing, however much it looks like a solution.
+    public = "\n".join([
+        *(p.read_text(encoding="utf-8", errors="replace") for folder in ("exercises", "coursekit")
+          for p in sorted((root / folder).rglob("*")) if p.is_file() and p.suffix in TEXT_SUFFIXES),
+        *(f"{p.hint.en}\n{p.hint.zh}" for p in course.pitfalls),
+    ])
+
+    def distinctive(lines: set[str]) -> list[str]:
+        return sorted(line for line in lines if len(line) >= MIN_LEAK_LINE and line not in public)
+
+    for exercise in available_exercises(course, root):
+        reference = root / "solutions" / exercise.folder / exercise.module
+        if not reference.is_file():
+            continue
+        reference_lines = {line.strip() for line in reference.read_text(encoding="utf-8").splitlines()}
+        if exercise.id not in shipped:
+            found[f"solutions/{exercise.folder}/{exercise.module}"] = distinctive(reference_lines)
+        if variants_file(exercise.folder, root).is_file():
+            variant_lines = {line.strip() for variant in load_variants(exercise, root).values()
+                             for line in variant.source.splitlines()}
+            found[f"grader/pitfalls/{exercise.folder}.yaml"] = distinctive(variant_lines - reference_lines)
+    return found
+
+
+def _released_texts(tree: Path):
+    for path in sorted(tree.rglob("*")):
+        if ".git" in path.relative_to(tree).parts or not path.is_file() or path.suffix not in TEXT_SUFFIXES:
+            continue
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if path.suffix == ".ipynb":
+            # Search the cells as written, not their JSON escaping.
+            try:
+                cells = json.loads(text).get("cells", [])
+                text = "\n".join("".join(c.get("source", "")) for c in cells)
+            except (json.JSONDecodeError, AttributeError):
+                pass
+        yield path, text
+
+
+def find_leaks(tree: Path, course: Course, root: Path) -> list[str]:
+    """Everything in ``tree`` that comes from the instructor's side, each
+    as ``file: what``; empty for a clean release."""
+    leaks = [f"{name}/: instructor-only folder" for name in ("solutions", "grader") if (tree / name).exists()]
+    secrets = secret_lines(course, root)
+    check_ids = hidden_check_ids(root)
+    for path, text in _released_texts(tree):
+        where = path.relative_to(tree)
+        for origin, lines in secrets.items():
+            leaks += [f"{where}: line of {origin}: {line!r}" for line in lines if line in text]
+        leaks += [f"{where}: hidden check id {check_id!r}" for check_id in check_ids if check_id in text]
+    return leaks

@@ -1,0 +1,212 @@
+"""One sandboxed run, in a child forked by the fork-server.
+
+The server forks a *spare* child ahead of time; it leaves the server's
+session, unshares its namespaces and mounts the read-only part of its
+filesystem view, then waits for a run. When one comes it finishes
+confining itself (module copy and scratch, pivot_root, rlimits, Landlock,
+uid, seccomp, in that order), reports which layers took, and only then
+reads its request, imports the module and runs the probe calls, streaming
+one frame per call. It never returns: it ends with ``os._exit``.
+
+fds when the student's code runs: 0 = /dev/null, 1 and 2 = capped pipes
+read by the grader, 3 = the request, 4 = the result frames. Nothing else.
+"""
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import socket
+import sys
+import traceback
+
+from grader.sandbox import landlock, limits, namespaces, seccomp, syscalls, wire
+
+REQUEST_FD, RESULT_FD = 3, 4
+
+
+def spare(ctl: socket.socket, config: dict, server_pid: int) -> None:
+    """Entry point of a spare child; never returns."""
+    try:
+        os.setsid()  # its own session and process group: the grader kills the group
+        limits.die_with_parent(server_pid)
+        keep = ctl.fileno()
+        os.closerange(3, keep)
+        os.closerange(keep + 1, 1 << 20)
+        layers: dict[str, str] = {"fork_server": "active", "session": "active"}
+        mounted = _prepare(config, layers)
+        data, fds, _, _ = socket.recv_fds(ctl, 1 << 20, 8)
+        ctl.close()
+        if not data or len(fds) != 4:
+            os._exit(0)  # the server is gone, or sent no run
+        _run({**config, **json.loads(data)}, layers, mounted, fds, server_pid)
+    except BaseException:
+        os._exit(1)
+
+
+def _attempt(layers: dict[str, str], disabled: set[str], name: str, fn, *args):
+    """Apply one layer; a failing layer degrades (reported), never aborts."""
+    if name in disabled:
+        layers[name] = "missing: disabled by configuration"
+        return None
+    try:
+        result = fn(*args)
+        layers[name] = "active"
+        return result
+    except namespaces.SnapshotError:
+        raise  # the module's fault, not the layer's: reported as an import error
+    except Exception as exc:
+        layers[name] = f"missing: {wire.one_line(exc)}"
+        return None
+
+
+def _prepare(config: dict, layers: dict[str, str]) -> bool:
+    """Namespaces and the read-only view; whether the view is mounted."""
+    disabled = set(config["disable"])
+    if _attempt(layers, disabled, "namespaces", namespaces.enter, os.geteuid() == 0) is None:
+        layers["filesystem_view"] = "missing: no mount namespace"
+        return False
+    _attempt(layers, disabled, "filesystem_view", namespaces.build_base,
+             config["root"], config["read"], config["devices"])
+    return layers["filesystem_view"] == "active"
+
+
+def _run(spec: dict, layers: dict[str, str], mounted: bool, fds: list[int], server_pid: int) -> None:
+    try:
+        _arrange_fds(fds)
+        _confine(spec, layers, mounted, server_pid)
+        _send({"kind": "layers", "layers": layers})
+        if "snapshot_error" in spec:
+            _send({"kind": "import_error", "error": spec["snapshot_error"]})
+        else:
+            _serve(spec)
+        _flush()  # output before "done": the grader does not wait for more after it
+        _send({"kind": "done"})
+    except BaseException as exc:  # our own failure (or a student's BaseException escaping)
+        try:
+            _send({"kind": "fatal", "error": wire.one_line(exc)})
+            os.write(2, traceback.format_exc().encode(errors="replace")[-4000:])
+        except BaseException:
+            pass
+    finally:
+        _flush()
+        os._exit(0)
+
+
+def _arrange_fds(fds: list[int]) -> None:
+    """fds = [request, result, stdout, stderr] from the grader; put them in
+    place and close everything else (fds inherited through fork stay open
+    and readable otherwise, O_CLOEXEC or not)."""
+    import fcntl
+
+    request, result, out, err = [fcntl.fcntl(fd, fcntl.F_DUPFD, 100) for fd in fds]
+    null = os.open("/dev/null", os.O_RDWR)
+    for source, target in ((null, 0), (out, 1), (err, 2), (request, REQUEST_FD), (result, RESULT_FD)):
+        os.dup2(source, target)
+    os.closerange(RESULT_FD + 1, 1 << 20)
+    sys.stdin = open(0, "r", closefd=False)
+    sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)
+    sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)
+    sys.__stdout__, sys.__stderr__ = sys.stdout, sys.stderr
+
+
+def _confine(spec: dict, layers: dict[str, str], mounted: bool, server_pid: int) -> None:
+    """The per-run layers, in order; each degrades on its own."""
+    disabled = set(spec["disable"])
+    as_root = os.geteuid() == 0
+    uid, gid = (spec["uid"], spec["gid"]) if as_root else (os.getuid(), os.getgid())
+    if mounted:
+        try:
+            _attempt(layers, disabled, "filesystem_view", namespaces.finish_view, spec["root"],
+                     spec["module_dir"], spec["scratch"], (uid, gid), limits.FILE_SIZE_MB)
+        except namespaces.SnapshotError as exc:
+            spec["snapshot_error"] = str(exc)
+    if layers["namespaces"] == "active" and not as_root:
+        _attempt(layers, disabled, "capabilities_dropped", limits.drop_capabilities)
+    nproc = limits.THREADS_PER_RUN if as_root else None
+    _attempt(layers, disabled, "rlimits", limits.set_rlimits, spec["limits"]["memory_mb"],
+             spec["limits"]["cpu_s"], nproc)
+    # no_new_privs: required by Landlock for a non-root caller, and by seccomp.
+    syscalls.prctl(syscalls.PR_SET_NO_NEW_PRIVS, 1)
+    _attempt(layers, disabled, "landlock", landlock.restrict,
+             [*spec["read"], spec["module_dir"]], [spec["scratch"]], list(spec["devices"]))
+    if as_root:
+        _attempt(layers, disabled, "uid_drop", limits.drop_uid, uid, gid)
+    limits.die_with_parent(server_pid)  # a uid change clears it
+    _attempt(layers, disabled, "seccomp", seccomp.install)
+    os.environ.update(HOME=spec["scratch"], TMPDIR=spec["scratch"])
+    os.chdir(spec["scratch"])
+
+
+def _send(header: dict, value: object = wire.NO_VALUE, payload: bytes | None = None) -> None:
+    wire.write_all(RESULT_FD, wire.frame(header, value, payload=payload))
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except BaseException:
+            pass
+
+
+def _serve(spec: dict) -> None:
+    """Read the request, import the module, run each call."""
+    import torch
+    from coursekit.loader import load_module
+
+    got = wire.read_frame(REQUEST_FD)
+    if got is None:
+        raise wire.ProtocolError("no request")
+    calls = wire.loads(got[1])
+    torch.set_num_threads(spec["limits"]["threads"])
+    probes = [_resolve(probe) for probe, _ in calls]
+    try:
+        module = load_module(spec["module_dir"], spec["module_name"])
+    except BaseException as exc:  # ExerciseImportError, or SystemExit at import time
+        message = str(exc) if type(exc).__name__ == "ExerciseImportError" else \
+            f"importing {spec['module_name']}.py raised {wire.one_line(exc)}"
+        _send({"kind": "import_error", "error": message[:2000]})
+        return
+    for i, ((probe, kwargs), fn) in enumerate(zip(calls, probes)):
+        _send({"kind": "begin", "i": i})
+        _send(*_call(i, fn, module, kwargs))
+
+
+def _resolve(probe: str):
+    """The probe function, or the exception that finding it raised."""
+    module_name, _, name = probe.partition(":")
+    if not module_name.startswith("coursekit.probes."):
+        return ValueError(f"not a probe: {probe}")
+    try:
+        return getattr(importlib.import_module(module_name), name)
+    except Exception as exc:
+        return exc
+
+
+def _call(i: int, fn, module, kwargs: dict) -> tuple[dict, object, bytes | None]:
+    """Run one call; the frame to send for it."""
+    try:
+        if isinstance(fn, BaseException):
+            raise fn
+        value = wire.sanitize(fn(module, **kwargs))
+    except BaseException as exc:  # SystemExit, KeyboardInterrupt too: it is the call's failure
+        return _error(i, exc), wire.NO_VALUE, None
+    try:
+        wire.validate(value)
+        payload = wire.dumps(value)
+        if len(payload) > wire.MAX_FRAME:
+            raise wire.ProtocolError(f"result is too large ({len(payload) >> 20} MiB)")
+    except BaseException as exc:
+        header = _error(i, exc)
+        if not header["memory"]:
+            header["error_type"] = "ProtocolError"
+        return header, wire.NO_VALUE, None
+    return {"kind": "result", "i": i}, wire.NO_VALUE, payload
+
+
+def _error(i: int, exc: BaseException) -> dict:
+    text = wire.one_line(exc)
+    memory = isinstance(exc, MemoryError) or (
+        isinstance(exc, RuntimeError) and ("can't allocate memory" in text or "DefaultCPUAllocator" in text))
+    return {"kind": "error", "i": i, "error_type": type(exc).__name__, "error": text, "memory": memory}

@@ -1,0 +1,87 @@
+"""The sandbox's plain data types: what goes in (limits, probe calls) and
+what comes out (one result per call, one result per run).
+
+Kept apart from the client so that the fork-server and the child can import
+them without importing the client.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+# "coursekit.probes.softmax:softmax_output": only the shipped probe library may
+# be called; a probe string is never a free-form import path.
+PROBE_PATTERN = re.compile(r"^coursekit\.probes(\.[A-Za-z_][A-Za-z0-9_]*)+:[A-Za-z_][A-Za-z0-9_]*$")
+
+STATUSES = ("ok", "import_error", "timeout", "crashed", "memory", "output_limit", "protocol_error")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Per-run limits, as in course.yaml ``grading:``."""
+
+    timeout_s: float
+    cpu_s: float
+    memory_mb: int
+    output_limit_kb: int
+    threads: int
+
+    @classmethod
+    def from_grading(cls, grading: Any) -> Limits:
+        """From the course's ``grading`` section (any object with the five fields)."""
+        return cls(timeout_s=float(grading.timeout_s), cpu_s=float(grading.cpu_s),
+                   memory_mb=int(grading.memory_mb), output_limit_kb=int(grading.output_limit_kb),
+                   threads=int(grading.threads))
+
+
+@dataclass(frozen=True)
+class ProbeCall:
+    """Call ``probe(module, **kwargs)`` in the sandbox.
+
+    ``probe`` is ``"coursekit.probes.<module>:<function>"``; ``kwargs`` must be
+    plain data (see :mod:`grader.sandbox.wire`).
+    """
+
+    probe: str
+    kwargs: dict = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not PROBE_PATTERN.match(self.probe):
+            raise ValueError(f"probe must look like 'coursekit.probes.<module>:<function>', got {self.probe!r}")
+        if type(self.kwargs) is not dict or any(type(k) is not str for k in self.kwargs):
+            raise ValueError("ProbeCall.kwargs must be a dict with str keys")
+
+
+@dataclass
+class CallResult:
+    """One probe call: its value, or the exception it raised (one line)."""
+
+    ok: bool
+    value: object = None
+    error_type: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class RunResult:
+    """One run of a module: a result per completed call, in order (fewer
+    than requested when the run ended early).
+
+    ``status``: ``ok`` (every call ran; some may have failed), ``import_error``
+    (the module did not import; no calls), ``timeout`` (wall clock or CPU
+    limit), ``crashed`` (the child died or exited before finishing: signal,
+    ``os._exit``), ``memory`` (a call hit the address-space limit; the other
+    calls still ran), ``output_limit`` (stdout or stderr passed
+    ``output_limit_kb``), ``protocol_error`` (the child sent malformed
+    frames). ``reason`` says it in words, with the call that was running.
+    ``stdout``/``stderr`` are capped and only for showing: no verdict is
+    ever read from them.
+    """
+
+    status: str
+    calls: list[CallResult]
+    reason: str
+    stdout: str
+    stderr: str
+    wall_s: float

@@ -1,0 +1,241 @@
+"""One run as the grader sees it: the I/O loop over the child's pipes, the
+frame state machine, and the verdict on how the run ended.
+
+Frames must arrive as ``layers`` then either ``import_error`` or, per call
+in order, ``begin i`` and ``result i`` / ``error i``, then ``done``.
+Anything else ends the run as ``protocol_error``; a run that ends without
+``done`` keeps the calls it finished, and its status says why it stopped.
+"""
+from __future__ import annotations
+
+import os
+import selectors
+import signal
+import time
+
+from grader.sandbox import wire
+from grader.sandbox.model import CallResult, Limits, RunResult
+
+_TEXT_LIMIT = 500
+
+
+class RunState:
+    """Collects one run's frames and output."""
+
+    def __init__(self, limits: Limits, probes: list[str], module_name: str) -> None:
+        self.limits = limits
+        self.probes = probes
+        self.module_name = module_name
+        self.layers: dict[str, str] = {}
+        self.calls: list[CallResult] = []
+        self.current: int | None = None       # the call that has begun and not ended
+        self.memory_call: int | None = None
+        self.import_error: str | None = None
+        self.protocol_error: str | None = None
+        self.fatal: str | None = None
+        self.done = False
+        self.timed_out = False
+        self.output_exceeded = False
+        self.output = {1: bytearray(), 2: bytearray()}
+        self._reader = wire.FrameReader()
+
+    # -- I/O ------------------------------------------------------------------
+
+    def pump(self, fds: list[int], request: bytes, deadline: float) -> None:
+        """Feed the request and read results and output until the run is
+        over: done, failed, out of time or output, or the child is gone."""
+        request_w, result_r, out_r, err_r = fds
+        for fd in fds:
+            os.set_blocking(fd, False)
+        pending = memoryview(request)
+        sel = selectors.DefaultSelector()
+        sel.register(request_w, selectors.EVENT_WRITE, "request")
+        sel.register(result_r, selectors.EVENT_READ, "result")
+        sel.register(out_r, selectors.EVENT_READ, 1)
+        sel.register(err_r, selectors.EVENT_READ, 2)
+        try:
+            while not self._finished():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    self.timed_out = True
+                    return
+                # Results first: a frame that arrived with a burst of output still counts.
+                for key, _ in sorted(sel.select(timeout=left), key=lambda ev: ev[0].data != "result"):
+                    if key.data == "request":
+                        try:
+                            pending = pending[os.write(request_w, pending):]
+                        except BlockingIOError:
+                            continue
+                        except OSError:  # the child closed its end: it is gone or not listening
+                            pending = pending[:0]
+                        if not pending:
+                            sel.unregister(request_w)
+                    elif key.data == "result":
+                        if not self._read_results(result_r):
+                            return  # end of file: the child is gone (or closed its end)
+                    elif not self._read_output(key.fd, key.data):
+                        sel.unregister(key.fd)
+        finally:
+            sel.close()
+
+    def _read_results(self, fd: int) -> bool:
+        try:
+            data = os.read(fd, 1 << 20)
+        except BlockingIOError:
+            return True
+        if not data:
+            if self._reader.pending and not self._finished():
+                self.protocol_error = "the result stream was cut in the middle of a frame"
+            return False
+        try:
+            for header, payload in self._reader.feed(data):
+                self._on_frame(header, payload)
+                if self._finished():
+                    break
+        except wire.ProtocolError as exc:
+            self.protocol_error = str(exc)
+        except Exception as exc:  # whatever the bytes were, the grader goes on
+            self.protocol_error = f"undecodable frame: {wire.one_line(exc)}"
+        return True
+
+    def _read_output(self, fd: int, stream: int) -> bool:
+        try:
+            data = os.read(fd, 1 << 16)
+        except BlockingIOError:
+            return True
+        if not data:
+            return False
+        buf = self.output[stream]
+        room = self.limits.output_limit_kb * 1024 - len(buf)
+        buf += data[: max(0, room)]
+        if len(data) > room:
+            self.output_exceeded = True
+        return True
+
+    def drain(self, fds: list[int], wait_for_eof: bool = True) -> None:
+        """After the kill: collect what is left in the output pipes (until
+        end of file, i.e. the child is gone, or only what is there now)."""
+        for stream, fd in ((1, fds[2]), (2, fds[3])):
+            cap = self.limits.output_limit_kb * 1024
+            end = time.monotonic() + 1.0
+            while time.monotonic() < end:
+                try:
+                    data = os.read(fd, 1 << 16)
+                except BlockingIOError:
+                    if not wait_for_eof:
+                        break
+                    time.sleep(0.005)
+                    continue
+                except OSError:
+                    break
+                if not data:
+                    break
+                buf = self.output[stream]
+                buf += data[: max(0, cap - len(buf))]
+
+    def _finished(self) -> bool:
+        return bool(self.done or self.import_error is not None or self.protocol_error or self.fatal
+                    or self.output_exceeded)
+
+    # -- frames ---------------------------------------------------------------
+
+    def _on_frame(self, header: dict, payload: bytes) -> None:
+        kind, i = header["kind"], header.get("i")
+        if not self.layers and kind != "layers":
+            raise wire.ProtocolError(f"expected the layers report first, got {kind!r}")
+        if kind == "layers":
+            layers = header.get("layers")
+            if self.layers or type(layers) is not dict or not all(
+                    type(k) is str and type(v) is str for k, v in layers.items()):
+                raise wire.ProtocolError("bad layers report")
+            self.layers = {k[:60]: v[:_TEXT_LIMIT] for k, v in layers.items()}
+        elif kind == "import_error" and self.current is None and not self.calls:
+            self.import_error = _text(header.get("error"), 2000)
+        elif kind == "begin" and self.current is None and i == len(self.calls) and type(i) is int \
+                and i < len(self.probes):
+            self.current = i
+        elif kind == "result" and i == self.current and type(i) is int:
+            try:
+                self.calls.append(CallResult(ok=True, value=wire.loads(payload)))
+            except wire.ProtocolError as exc:
+                self.calls.append(CallResult(ok=False, error_type="ProtocolError", error=_text(str(exc))))
+            self.current = None
+        elif kind == "error" and i == self.current and type(i) is int:
+            self.calls.append(CallResult(ok=False, error_type=_text(header.get("error_type"), 100),
+                                         error=_text(header.get("error"))))
+            if header.get("memory") is True and self.memory_call is None:
+                self.memory_call = i
+            self.current = None
+        elif kind == "done" and self.current is None and len(self.calls) == len(self.probes):
+            self.done = True
+        elif kind == "fatal":
+            self.fatal = _text(header.get("error"))
+        else:
+            raise wire.ProtocolError(f"unexpected frame {kind!r} (call {i!r}) after {len(self.calls)} results")
+
+    # -- verdict --------------------------------------------------------------
+
+    def result(self, wait: dict | None, wall_s: float) -> RunResult:
+        """The RunResult; ``wait`` is the server's report on the reaped
+        child (exit status, CPU seconds), used only to explain an early end."""
+        status, reason = self._verdict(wait or {})
+        text = {k: bytes(v).decode("utf-8", errors="replace") for k, v in self.output.items()}
+        cap = self.limits.output_limit_kb * 1024
+        for k, v in self.output.items():
+            if len(v) >= cap:
+                text[k] += f"\n[output truncated at {self.limits.output_limit_kb} KiB]"
+        return RunResult(status=status, calls=self.calls, reason=reason, stdout=text[1], stderr=text[2],
+                         wall_s=wall_s)
+
+    def _where(self) -> str:
+        if self.current is not None:
+            return f" during call {self.current + 1} ({self.probes[self.current]})"
+        if not self.layers:
+            return " while starting"
+        if not self.calls:
+            return f" while importing {self.module_name}.py"
+        return f" after call {len(self.calls)}"
+
+    def _verdict(self, wait: dict) -> tuple[str, str]:
+        status = wait.get("status")
+        cpu = wait.get("cpu_s") or 0.0
+        if self.protocol_error:
+            return "protocol_error", f"the sandboxed run broke the result protocol{self._where()}: " \
+                                     f"{self.protocol_error}"
+        if self.import_error is not None:
+            return "import_error", self.import_error
+        if self.done:
+            if self.memory_call is not None:
+                return "memory", (f"call {self.memory_call + 1} ({self.probes[self.memory_call]}) exceeded "
+                                  f"the {self.limits.memory_mb} MiB memory limit")
+            return "ok", "ok"
+        if self.timed_out:
+            return "timeout", f"timed out after {self.limits.timeout_s:g} s{self._where()}"
+        if self.output_exceeded:
+            return "output_limit", f"printed more than {self.limits.output_limit_kb} KiB{self._where()}"
+        if self.fatal:
+            return "crashed", f"the sandbox failed{self._where()}: {self.fatal}"
+        if isinstance(status, int) and os.WIFSIGNALED(status):
+            sig = os.WTERMSIG(status)
+            if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= self.limits.cpu_s):
+                return "timeout", f"used more than {self.limits.cpu_s:g} s of CPU time{self._where()}"
+            if self.memory_call is not None:
+                return "memory", f"exceeded the {self.limits.memory_mb} MiB memory limit, then was " \
+                                 f"killed by signal {sig} ({_signame(sig)}){self._where()}"
+            return "crashed", f"killed by signal {sig} ({_signame(sig)}){self._where()}"
+        if isinstance(status, int) and os.WIFEXITED(status):
+            return "crashed", f"exited (code {os.WEXITSTATUS(status)}){self._where()} before finishing"
+        return "crashed", f"ended before finishing{self._where()}"
+
+
+def _text(value: object, limit: int = _TEXT_LIMIT) -> str:
+    text = value if type(value) is str else f"<{type(value).__name__}, not text>"
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _signame(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return "unknown"

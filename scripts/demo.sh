@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The main job on a fresh machine: set up, then grade the bundled sample class
+# (examples/make_submissions.py) into grades.db and grading/report/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+.venv/bin/python examples/make_submissions.py
+.venv/bin/grader grade examples/submissions --db grades.db --out grading "$@"
+echo
+echo "open grading/report/index.html (class) and grading/report/students/<id>.html (feedback)"

@@ -1,0 +1,118 @@
+"""Grading a class: reruns are identical, and a grader killed with SIGKILL
+half-way loses nothing: rerunning completes the same gradebook as a run
+that was never interrupted."""
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+
+import pytest
+
+from grader.course import REPO_ROOT
+from grader.gradebook import Gradebook
+from grader.pitfalls import load_variants
+
+STUDENTS = 14
+
+
+@pytest.fixture(scope="module")
+def submissions(course, tmp_path_factory):
+    """A class for exercise 01: correct, each pitfall, stub, broken."""
+    exercise = course.exercise("01")
+    sources = [(REPO_ROOT / "solutions" / exercise.folder / exercise.module).read_text(),
+               (REPO_ROOT / "exercises" / exercise.folder / exercise.module).read_text(),
+               "def softmax(x, dim=-1)\n    return x\n",
+               *(v.source for v in load_variants(exercise, REPO_ROOT).values())]
+    root = tmp_path_factory.mktemp("class")
+    for i in range(STUDENTS):
+        folder = root / f"s{i:02d}" / exercise.folder
+        folder.mkdir(parents=True)
+        (folder / exercise.module).write_text(sources[i % len(sources)])
+    return root
+
+
+def _grade(submissions, db, out, **popen):
+    cmd = [sys.executable, "-m", "grader", "grade", str(submissions), "-e", "01", "--jobs", "2",
+           "--db", str(db), "--out", str(out)]
+    return subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
+
+
+def _results(db):
+    with Gradebook(db) as book:
+        assert book.integrity_problems() == []
+        return {(r.key.student, r.key.exercise, r.key.content_hash): (r.points, r.status, r.reason, r.verdicts)
+                for r in book.records(book_version(db))}
+
+
+def book_version(db):
+    return sqlite3.connect(db).execute("SELECT DISTINCT course_version FROM results").fetchone()[0]
+
+
+def _children(pid):
+    with open(f"/proc/{pid}/task/{pid}/children") as fh:
+        return [int(child) for child in fh.read().split()]
+
+
+def _state(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return "gone"
+
+
+def _count(db):
+    try:
+        return sqlite3.connect(db, timeout=1).execute("SELECT COUNT(*) FROM results").fetchone()[0]
+    except sqlite3.DatabaseError:
+        return 0
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(submissions, tmp_path_factory):
+    out = tmp_path_factory.mktemp("clean")
+    run = _grade(submissions, out / "grades.db", out / "grading")
+    output = run.communicate(timeout=600)[0]
+    assert run.returncode == 0, output
+    return out
+
+
+def test_grading_twice_gives_identical_results(submissions, uninterrupted, tmp_path):
+    run = _grade(submissions, tmp_path / "grades.db", tmp_path / "grading")
+    assert run.communicate(timeout=600)[0] and run.returncode == 0
+    assert _results(tmp_path / "grades.db") == _results(uninterrupted / "grades.db")
+    assert len(_results(tmp_path / "grades.db")) == STUDENTS
+    assert (tmp_path / "grading" / "grades.csv").read_text() == (uninterrupted / "grading" / "grades.csv").read_text()
+
+
+def test_rerun_grades_nothing_twice(submissions, uninterrupted):
+    run = _grade(submissions, uninterrupted / "grades.db", uninterrupted / "grading")
+    output = run.communicate(timeout=600)[0]
+    assert run.returncode == 0 and f"graded 0 result(s), {STUDENTS} already in" in output
+
+
+def test_sigkill_half_way_loses_nothing(submissions, uninterrupted, tmp_path):
+    db = tmp_path / "grades.db"
+    run = _grade(submissions, db, tmp_path / "grading", start_new_session=True)
+    deadline = time.monotonic() + 300
+    while _count(db) < 3 and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert run.poll() is None, "the grader finished before it could be killed"
+    servers = _children(run.pid)
+    assert servers, "the grader runs its sandbox fork-server as a child"
+    os.kill(run.pid, signal.SIGKILL)  # the grader itself, as `kill -9 PID` would
+    run.wait()
+    recorded = _count(db)
+    assert 3 <= recorded < STUDENTS
+    # Orphaned, the fork-server sees its control socket close and exits.
+    deadline = time.monotonic() + 20
+    while any(os.path.exists(f"/proc/{pid}") and _state(pid) != "Z" for pid in servers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [pid for pid in servers if os.path.exists(f"/proc/{pid}") and _state(pid) != "Z"]
+    resumed = _grade(submissions, db, tmp_path / "grading")
+    output = resumed.communicate(timeout=600)[0]
+    assert resumed.returncode == 0, output
+    assert f"{recorded} already in" in output
+    assert _results(db) == _results(uninterrupted / "grades.db")

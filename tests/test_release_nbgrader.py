@@ -1,0 +1,248 @@
+"""Release via nbgrader: the generated course directory, pushing our scores
+into nbgrader's gradebook, and (slow) the whole round trip with the real
+nbgrader: generate, release, fetch, submit, collect, autograde, feedback."""
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat", reason="the release extra (pip install -e '.[release]') is not installed")
+nbgrader_api = pytest.importorskip("nbgrader.api", reason="nbgrader is not installed")
+# nbgrader's own add_submission trips SQLAlchemy 2.1's autoflush warnings; not ours to fix.
+pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")
+
+from grader.course import REPO_ROOT, load_course  # noqa: E402
+from grader.gradebook import Gradebook, Key  # noqa: E402
+from grader.pitfalls import load_variants  # noqa: E402
+from grader.release.common import answer_cell_id  # noqa: E402
+from grader.release.nbgrader import push_scores, write_course  # noqa: E402
+from grader.release.notebooks import BEGIN_SOLUTION, CODE_STUB, END_SOLUTION  # noqa: E402
+from grader.release.student_repo import hidden_check_ids, secret_lines  # noqa: E402
+from grader.submissions import collect  # noqa: E402
+
+EXERCISES = ["01", "02", "04"]
+
+
+@pytest.fixture(scope="module")
+def course():
+    return load_course(check_files=False)
+
+
+def _nbgrader_meta(cell) -> dict:
+    return cell.metadata.get("nbgrader", {})
+
+
+def test_course_directory_has_config_and_one_notebook_per_written_exercise(tmp_path, course):
+    release = write_course(course, REPO_ROOT, tmp_path, assignment_ids=["attention"], exchange=tmp_path / "x")
+    assert release.assignments["attention"][:1] == ["01_softmax"]
+    for folder in ("01_softmax", "02_attention_weights", "04_self_attention"):
+        assert (tmp_path / "source" / "attention" / f"{folder}.ipynb").is_file()
+    assert "03_masking" in release.skipped["attention"] or (REPO_ROOT / "exercises" / "03_masking").is_dir()
+    config = (tmp_path / "nbgrader_config.py").read_text()
+    assert "c.CourseDirectory.course_id = 'attention-transformers'" in config
+    assert repr(CODE_STUB) in config and f"c.Exchange.root = {str(tmp_path / 'x')!r}" in config
+    compile(config, "nbgrader_config.py", "exec")
+
+
+@pytest.mark.parametrize("exercise_id", EXERCISES)
+def test_source_notebook_passes_nbgraders_metadata_checks(tmp_path, course, exercise_id):
+    from nbgrader.preprocessors import CheckCellMetadata, ClearSolutions
+
+    exercise = course.exercise(exercise_id)
+    write_course(course, REPO_ROOT, tmp_path, assignment_ids=["attention"])
+    notebook = nbformat.read(tmp_path / "source" / "attention" / f"{exercise.folder}.ipynb", as_version=4)
+    CheckCellMetadata().preprocess(notebook, {})
+    grade_cells = [c for c in notebook.cells if _nbgrader_meta(c).get("grade")]
+    assert grade_cells and all(_nbgrader_meta(c)["locked"] for c in grade_cells)
+    assert sum(_nbgrader_meta(c)["points"] for c in grade_cells) == pytest.approx(exercise.points)
+    ids = [_nbgrader_meta(c)["grade_id"] for c in notebook.cells]
+    assert len(ids) == len(set(ids))
+    (answer,) = [c for c in notebook.cells if _nbgrader_meta(c).get("solution")]
+    reference = (REPO_ROOT / "solutions" / exercise.folder / exercise.module).read_text()
+    assert BEGIN_SOLUTION in answer.source and reference.strip() in answer.source
+    # What students get after generate_assignment: exactly the stub, then the stub comment.
+    student, _ = ClearSolutions(code_stub={"python": CODE_STUB}).preprocess(notebook, {"language": "python"})
+    (student_answer,) = [c for c in student.cells if _nbgrader_meta(c).get("solution")]
+    stub = (REPO_ROOT / "exercises" / exercise.folder / exercise.module).read_text()
+    assert student_answer.source == stub.rstrip("\n") + "\n\n" + CODE_STUB + "\n"
+    assert END_SOLUTION not in "".join(c.source for c in student.cells)
+
+
+def _records(db: Path, course, results: dict[tuple[str, str], float]) -> None:
+    with Gradebook(db) as gb:
+        for (student, exercise_id), points in results.items():
+            exercise = course.exercise(exercise_id)
+            gb.record(Key(student, exercise_id, f"hash-{student}-{exercise_id}", course.course.version),
+                      points=points, max_points=exercise.points, status="graded",
+                      reason="" if points == exercise.points else "2 hidden checks failed", verdicts=[])
+
+
+def test_push_writes_our_scores_into_an_empty_nbgrader_gradebook(tmp_path, course):
+    _records(tmp_path / "grades.db", course, {("alice", "01"): 10.0, ("alice", "04"): 7.5, ("bob", "01"): 2.5})
+    report = push_scores(course, tmp_path / "grades.db", tmp_path / "gradebook.db", "attention", REPO_ROOT)
+    assert (report.students, report.notebooks, report.skipped) == (2, 3, [])
+    with nbgrader_api.Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gb:
+        assert gb.find_submission_notebook("01_softmax", "attention", "alice").score == pytest.approx(10.0)
+        assert gb.find_submission_notebook("04_self_attention", "attention", "alice").score == pytest.approx(7.5)
+        assert gb.find_submission_notebook("01_softmax", "attention", "bob").score == pytest.approx(2.5)
+        assert gb.find_submission_notebook("02_attention_weights", "attention", "bob").score == 0
+        comment = gb.find_comment(answer_cell_id(course.exercise("04")), "04_self_attention", "attention", "alice")
+        assert "7.5/15" in comment.manual_comment and "hidden checks failed" in comment.manual_comment
+
+
+def test_push_again_replaces_the_scores(tmp_path, course):
+    _records(tmp_path / "grades.db", course, {("alice", "01"): 10.0})
+    push_scores(course, tmp_path / "grades.db", tmp_path / "gradebook.db", "attention", REPO_ROOT)
+    time.sleep(0.01)  # the newest record wins: graded_at must differ
+    _records(tmp_path / "grades.db", course, {("alice", "01"): 4.0})
+    push_scores(course, tmp_path / "grades.db", tmp_path / "gradebook.db", "attention", REPO_ROOT)
+    with nbgrader_api.Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gb:
+        assert gb.find_submission("attention", "alice").score == pytest.approx(4.0)
+
+
+def test_push_refuses_unknown_assignment_and_missing_db(tmp_path, course):
+    from grader.release.common import ReleaseError
+
+    with pytest.raises(ReleaseError, match="no assignment 'nope'"):
+        push_scores(course, tmp_path / "grades.db", tmp_path / "gradebook.db", "nope", REPO_ROOT)
+    with pytest.raises(ReleaseError, match="run `grader grade` first"):
+        push_scores(course, tmp_path / "grades.db", tmp_path / "gradebook.db", "attention", REPO_ROOT)
+
+
+# --- the real thing ---------------------------------------------------------------
+
+def _answer(notebook, exercise):
+    (cell,) = [c for c in notebook.cells if _nbgrader_meta(c).get("grade_id") == answer_cell_id(exercise)]
+    return cell
+
+
+def _visible_text(path: Path) -> str:
+    """The feedback page as a reader sees it: tags stripped, entities decoded
+    (syntax highlighting splits code lines into many spans)."""
+    return html.unescape(re.sub(r"<[^>]+>", "", path.read_text(encoding="utf-8")))
+
+
+@pytest.mark.slow
+def test_nbgrader_round_trip(tmp_path, course):
+    """Reference: full marks; stub: none; a pitfall variant: partial marks,
+    its hint in the feedback; no hidden check id nor reference line in any
+    feedback; our grader reads the collected notebooks; push lands in the
+    gradebook nbgrader made."""
+    started = time.monotonic()
+    home, course_dir, exchange = tmp_path / "home", tmp_path / "course", tmp_path / "exchange"
+    for folder in (home, exchange):
+        folder.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "IPYTHON", "COURSE_YAML"))}
+    # PYTHONPATH: the kernel imports this checkout's coursekit, whatever is installed.
+    env.update(HOME=str(home), PYTHONPATH=str(REPO_ROOT), USER="instructor", PYTHONDONTWRITEBYTECODE="1",
+               # nbgrader runs `alembic` to create its gradebook: the venv's scripts first.
+               PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+
+    def run(*args: str, cwd: Path) -> str:
+        done = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, f"{args}: {done.stdout[-3000:]}{done.stderr[-3000:]}"
+        return done.stdout + done.stderr
+
+    # The kernel every notebook names ("python3") is this venv's python.
+    run("-m", "ipykernel", "install", "--user", "--name", "python3", "--display-name", "Python 3 (course)", cwd=home)
+    spec = json.loads((home / ".local/share/jupyter/kernels/python3/kernel.json").read_text())
+    assert spec["argv"][0] == sys.executable
+
+    write_course(course, REPO_ROOT, course_dir, assignment_ids=["attention"], exchange=exchange)
+    run("-m", "nbgrader", "generate_assignment", "attention", cwd=course_dir)
+    run("-m", "nbgrader", "release_assignment", "attention", cwd=course_dir)
+
+    exercises = [course.exercise(i) for i in EXERCISES]
+    reference = {e.id: (REPO_ROOT / "solutions" / e.folder / e.module).read_text() for e in exercises}
+    variant = load_variants(course.exercise("01"), REPO_ROOT)["softmax-overflow"].source
+    answers = {"ref": reference, "stub": {}, "variant": {**reference, "01": variant}}
+    exchange_args = [f"--Exchange.root={exchange}", "--course=attention-transformers"]
+    for student, code in answers.items():
+        workdir = tmp_path / "students" / student
+        workdir.mkdir(parents=True)
+        run("-m", "nbgrader", "fetch_assignment", "attention", *exchange_args, cwd=workdir)
+        for exercise in exercises:
+            path = workdir / "attention" / f"{exercise.folder}.ipynb"
+            notebook = nbformat.read(path, as_version=4)
+            if exercise.id in code:
+                _answer(notebook, exercise).source = code[exercise.id]
+            nbformat.write(notebook, path)
+        run("-m", "nbgrader", "submit", "attention", *exchange_args, f"--student={student}", cwd=workdir)
+
+    run("-m", "nbgrader", "collect", "attention", cwd=course_dir)
+    graded_at = time.monotonic()
+    run("-m", "nbgrader", "autograde", "attention", cwd=course_dir)
+    autograde_s = time.monotonic() - graded_at
+    run("-m", "nbgrader", "generate_feedback", "attention", cwd=course_dir)
+
+    db_url = f"sqlite:///{course_dir / 'gradebook.db'}"
+    with nbgrader_api.Gradebook(db_url) as gb:
+        total = sum(e.points for e in exercises)
+        scores = {s: gb.find_submission("attention", s).score for s in answers}
+        assert gb.find_submission("attention", "ref").max_score == pytest.approx(total)
+        assert scores["ref"] == pytest.approx(total)
+        assert scores["stub"] == 0
+        softmax_score = gb.find_submission_notebook("01_softmax", "attention", "variant").score
+        assert 0 < softmax_score < course.exercise("01").points
+        assert scores["variant"] == pytest.approx(total - course.exercise("01").points + softmax_score)
+
+    feedback = {(s, e.folder): _visible_text(course_dir / "feedback" / s / "attention" / f"{e.folder}.html")
+                for s in answers for e in exercises}
+    variant_page = feedback[("variant", "01_softmax")]
+    assert "hint [softmax-overflow]" in variant_page
+    assert course.pitfall("softmax-overflow").hint.en in variant_page
+    assert "FAILED" not in feedback[("ref", "01_softmax")]
+    assert "not implemented yet" in feedback[("stub", "04_self_attention")]
+    check_ids = hidden_check_ids(REPO_ROOT)
+    assert check_ids, "no hidden check ids found to search for"
+    for (student, folder), page in feedback.items():
+        assert not [c for c in check_ids if c in page], f"hidden check id in {student}/{folder}"
+    secrets = secret_lines(course, REPO_ROOT)
+    for exercise in exercises:
+        lines = secrets[f"solutions/{exercise.folder}/{exercise.module}"]
+        assert lines and not [line for line in lines if line in feedback[("stub", exercise.folder)]]
+
+    # Our grader reads nbgrader's collected layout: the answer cells, as submitted.
+    found = {s.student: s for s in collect(course_dir / "submitted", course, exercises, tmp_path / "work")}
+    for exercise in exercises:
+        extracted = (found["ref"].exercises[exercise.id].folder / exercise.module).read_text()
+        assert extracted.strip() == reference[exercise.id].strip()
+        stub_part = found["stub"].exercises[exercise.id]
+        assert stub_part.problem == "" and "NotImplementedError" in (stub_part.folder / exercise.module).read_text()
+
+    # And our scores land in the gradebook nbgrader built, over its own.
+    _records(tmp_path / "grades.db", course, {("variant", "01"): 3.0, ("ref", "01"): 10.0})
+    push_scores(course, tmp_path / "grades.db", course_dir / "gradebook.db", "attention", REPO_ROOT)
+    with nbgrader_api.Gradebook(db_url) as gb:
+        assert gb.find_submission_notebook("01_softmax", "attention", "variant").score == pytest.approx(3.0)
+        assert gb.find_submission_notebook("04_self_attention", "attention", "variant").score == pytest.approx(15.0)
+    print(f"\nnbgrader round trip: {time.monotonic() - started:.0f} s (autograde {autograde_s:.0f} s)")
+
+
+def test_cli_release_and_push(tmp_path, course):
+    from typer.testing import CliRunner
+
+    from grader.cli import app
+
+    runner = CliRunner()
+    result = runner.invoke(app, ["release", "nbgrader", str(tmp_path / "course"), "-a", "attention"])
+    assert result.exit_code == 0, result.output
+    attention = next(a for a in course.assignments if a.id == "attention")
+    written = [course.exercise(i).folder for i in attention.exercises
+               if (REPO_ROOT / "solutions" / course.exercise(i).folder).is_dir()]
+    assert f"source/attention: {', '.join(written)}" in result.output
+    result = runner.invoke(app, ["release", "nbgrader", str(tmp_path / "course"), "-a", "nope"])
+    assert result.exit_code == 1 and "no assignment 'nope'" in result.output
+    _records(tmp_path / "grades.db", course, {("alice", "02"): 5.0})
+    result = runner.invoke(app, ["push", "nbgrader", "attention", "--db", str(tmp_path / "grades.db"),
+                                 "--nbgrader-db", str(tmp_path / "gradebook.db")])
+    assert result.exit_code == 0, result.output
+    assert "1 notebook score(s) of 1 student(s) pushed" in result.output

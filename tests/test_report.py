@@ -1,0 +1,79 @@
+"""Reports: CSV and JSON exports, the class and student pages, checked in a
+real browser (headless Chromium: the page renders, no console error, every
+image is there)."""
+import csv
+import json
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from grader.gradebook import Gradebook, Key
+from grader.report import write_grades_csv, write_html_report, write_results_json
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _verdict(check_id, passed, points, max_points, pitfalls=(), confirmed=()):
+    return {"check_id": check_id, "passed": passed, "points": points, "max_points": max_points,
+            "message": {"en": f"what {check_id} checks", "zh": f"{check_id} 检查的内容"},
+            "reason": "" if passed else "wrong values", "pitfalls": list(pitfalls), "confirmed": list(confirmed)}
+
+
+@pytest.fixture
+def records(tmp_path, course):
+    version = course.course.version
+    with Gradebook(tmp_path / "grades.db") as book:
+        book.record(Key("alice", "01", "h1", version), points=10, max_points=10, status="graded", reason="",
+                    verdicts=[_verdict("01-a", True, 5, 5), _verdict("01-b", True, 5, 5)])
+        book.record(Key("bob", "01", "h2", version), points=5, max_points=10, status="graded", reason="",
+                    verdicts=[_verdict("01-a", True, 5, 5),
+                              _verdict("01-b", False, 0, 5, ["softmax-overflow"], ["softmax-overflow"])])
+        book.record(Key("bob", "03", "h3", version), points=0, max_points=15, status="timeout",
+                    reason="timed out after 60 s", verdicts=[_verdict("03-a", False, 0, 15)])
+        book.record(Key("<script>", "01", "h4", version), points=0, max_points=10, status="not_submitted",
+                    reason="not submitted", verdicts=[_verdict("01-a", False, 0, 5), _verdict("01-b", False, 0, 5)])
+        return list(book.records(version))
+
+
+def test_csv_and_json_exports(records, tmp_path):
+    write_grades_csv(records, tmp_path / "grades.csv")
+    rows = list(csv.DictReader(open(tmp_path / "grades.csv", encoding="utf-8")))
+    assert [(r["student"], r["exercise"], r["points"], r["status"]) for r in rows] == [
+        ("<script>", "01", "0", "not_submitted"), ("alice", "01", "10", "graded"),
+        ("bob", "01", "5", "graded"), ("bob", "03", "0", "timeout")]
+    write_results_json(records, tmp_path / "results.json")
+    data = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
+    bob = next(r for r in data if r["student"] == "bob" and r["exercise"] == "01")
+    assert bob["checks"][1] == {"id": "01-b", "passed": False, "points": 0, "max_points": 5,
+                                "message": {"en": "what 01-b checks", "zh": "01-b 检查的内容"},
+                                "reason": "wrong values", "pitfalls": ["softmax-overflow"]}
+
+
+def test_pages_show_hints_and_escape_what_students_control(records, tmp_path, course):
+    index = write_html_report(course, records, tmp_path / "report")
+    bob = (tmp_path / "report" / "students" / "bob.html").read_text(encoding="utf-8")
+    assert course.pitfall("softmax-overflow").hint.en in bob and course.pitfall("softmax-overflow").hint.zh in bob
+    assert "matches this mistake exactly" in bob and "timed out after 60 s" in bob
+    assert "<script>" not in index.read_text(encoding="utf-8")  # a hostile student id is escaped
+    for page in [index, *(tmp_path / "report" / "students").glob("*.html")]:
+        for src in re.findall(r'src="([^"]+)"', page.read_text(encoding="utf-8")):
+            assert (page.parent / src).is_file(), f"{page.name}: missing image {src}"
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (.ci/run installs it)")
+def test_pages_render_in_chromium_without_console_errors(records, tmp_path, course):
+    index = write_html_report(course, records, tmp_path / "report")
+    for page in (index, tmp_path / "report" / "students" / "bob.html"):
+        shot = tmp_path / f"{page.stem}.png"
+        run = subprocess.run(
+            [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr", "--v=0",
+             "--window-size=1200,1400", f"--screenshot={shot}", page.as_uri()],
+            capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert shot.stat().st_size > 20_000, "the screenshot is (nearly) blank"
+        console = [line for line in run.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
+        assert not console, console
