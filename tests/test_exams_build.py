@@ -119,8 +119,11 @@ def test_build_writes_one_folder_per_student(built, midterm):
     assert seconds < 10, f"building 30 folders took {seconds:.1f} s"
 
 
-def test_student_folders_hold_no_secret(built):
+def test_student_folders_hold_no_secret(built, course):
+    from grader.release.student_repo import find_leaks
+
     out, variants, _ = built
+    assert find_leaks(out / "s002", course, REPO_ROOT) == []     # no reference, variant or hidden-check line
     reference = (REPO_ROOT / "solutions" / "03_masking" / "attention.py").read_text()
     for path in (out / "s002").rglob("*"):
         if path.is_file():

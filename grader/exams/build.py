@@ -96,25 +96,14 @@ def read_roster(path: Path) -> list[RosterEntry]:
 
 
 def student_course_data(course: Course, exam: Exam) -> dict:
-    """The parts of course.yaml the hint plugin reads, for the exam's exercises
-    only: ids, slugs, modules, pitfall ids, hints. (The release package has a
-    fuller twin for the students' repository.)"""
-    exercises = [course.exercise(e.id) for e in exam.exercises]
-    pitfall_ids = list(dict.fromkeys(p.id for e in exercises for p in e.pitfalls))
-    pitfalls = []
-    for pitfall in map(course.pitfall, pitfall_ids):
-        entry = {"id": pitfall.id, "hint": {"en": pitfall.hint.en, "zh": pitfall.hint.zh}}
-        if pitfall.error_patterns:
-            entry["error_patterns"] = list(pitfall.error_patterns)
-        pitfalls.append(entry)
-    return {"schema_version": 1,
-            "course": {"id": course.course.id, "version": course.course.version,
-                       "title": course.course.title.model_dump()},
-            "pitfalls": pitfalls,
-            "exercises": [{"id": e.id, "slug": e.slug, "part": e.part, "module": e.module, "symbols": list(e.symbols),
-                           "points": points.points, "title": e.title.model_dump(),
-                           "pitfalls": [{"id": p.id} for p in e.pitfalls]}
-                          for e, points in zip(exercises, exam.exercises)]}
+    """The students' view of course.yaml (exercises and hints only, as in the
+    students' repository), for the exam's exercises, with the exam's points."""
+    from grader.release.common import student_course_data as release_view
+
+    data = release_view(course, [course.exercise(item.id) for item in exam.exercises])
+    for entry, item in zip(data["exercises"], exam.exercises):
+        entry["points"] = item.points
+    return data
 
 
 def _deadline_text(exam: Exam, extra_min: float) -> str:
