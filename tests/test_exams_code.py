@@ -120,3 +120,23 @@ def test_exam_code_in_the_real_sandbox(course, midterm, tmp_path):
     check_ids = {v["check_id"] for v in result.exercises["03"]["verdicts"]}
     assert {"03-exam-causal-heads", "03-exam-padded-keys"} <= check_ids
     assert {c.id for c in checks_for(course.exercise("03"))} <= check_ids
+
+
+def test_grader_grade_exam(tmp_path, monkeypatch):
+    """`grader grade --exam`: answers and code (here: answers only submitted)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from grader.cli import app
+
+    monkeypatch.setenv("GRADER_EXAM_SECRET", SECRET.decode())
+    (tmp_path / "subs" / "s007").mkdir(parents=True)
+    (tmp_path / "subs" / "s007" / "answers.yaml").write_text("qkv-output-values: values\n")
+    result = CliRunner().invoke(app, ["grade", str(tmp_path / "subs"), "--exam", "midterm", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert "answers and code" in result.output
+    (graded,) = json.loads((tmp_path / "out" / "results.json").read_text())["results"]
+    assert graded["code_graded"] and graded["max_points"] == 70 + graded["question_max"]
+    assert graded["question_points"] == 2 and graded["code_points"] == 0
+    assert {e["status"] for e in graded["exercises"].values()} == {"not_submitted"}
