@@ -12,10 +12,14 @@ from __future__ import annotations
 import contextlib
 import re
 from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from types import ModuleType
 
 import torch
 
 from coursekit.compare import Mismatch, compare_tensors
+from coursekit.course import CourseInfo, exercise_id_of
+from coursekit.probes.source import forbidden_uses
 
 
 class ProbeFailure(AssertionError):
@@ -129,3 +133,16 @@ def no_error(*, what: str, pitfalls: Iterable[str], match: str) -> Iterator[None
         if not re.search(match, f"{type(exc).__name__}: {exc}"):
             raise
         raise ProbeFailure(what, "no error", f"{type(exc).__name__}: {exc}", pitfalls) from exc
+
+
+def no_forbidden_calls(module: ModuleType, *, advice: str) -> None:
+    """The module uses none of the names its exercise's ``forbidden`` list
+    in course.yaml names (attribute accesses and from-imports)."""
+    __tracebackhide__ = True
+    exercise = getattr(module, "__course_exercise__", None)  # set by the notebook runner
+    if exercise is None:
+        folder = Path(module.__file__).resolve().parent
+        exercise = CourseInfo.near(folder).exercise(exercise_id_of(folder) or "") or {}
+    uses = forbidden_uses(module, list(exercise.get("forbidden", [])))
+    that(not uses, what=f"uses of {', '.join(exercise.get('forbidden', []))} in {Path(module.__file__).name}",
+         expected=f"none: {advice}", actual=", ".join(f"{u['name']} on line {u['line']}" for u in uses))

@@ -222,6 +222,8 @@ class PublicTests:
         function = self.tests[name]
         try:
             student = module_from_namespace(namespace, self.module_name, self.symbols, self._workdir)
+            # Not in an exercise folder: tell expectations which exercise this is.
+            student.__course_exercise__ = self.course.exercise(self.exercise)
         except NameError as exc:
             yield CaseOutcome(Case({}), "failed", str(exc))
             return

@@ -12,6 +12,7 @@ compared with the submission's: a variant that fails in exactly the same way
 """
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -81,16 +82,31 @@ def _call_reason(call: CallResult | None, run: RunResult) -> str | None:
     return None
 
 
-def _agrees(check: Check, calls: slice, run: RunResult, expected: RunResult) -> str | None:
+def _first_failure(check: Check, calls: slice, run: RunResult, expected: RunResult) -> tuple[str, str] | None:
     """None if ``run`` agrees with ``expected`` on every call of ``check``,
-    else the first reason it does not."""
+    else (the first reason it does not, the error's text if a call raised).
+    The error text stays in the grader: it may quote hidden inputs."""
     for index in range(calls.start, calls.stop):
         call = run.calls[index] if index < len(run.calls) else None
         if (reason := _call_reason(call, run)) is not None:
-            return reason
-        if (reason := check.compare(call.value, expected.calls[index].value)) is not None:
-            return reason
+            return reason, (f"{call.error_type}: {call.error}" if call is not None and not call.ok else "")
+        if (reason := _compare(check, call.value, expected.calls[index].value)) is not None:
+            return reason, ""
     return None
+
+
+def _compare(check: Check, submitted: object, expected: object) -> str | None:
+    """``check.compare``, which must never take the grader down: a result of
+    a shape no compare foresaw is a failed check, not a crash."""
+    try:
+        return check.compare(submitted, expected)
+    except Exception:  # noqa: BLE001 - plain data of any form comes back from the sandbox
+        return "returned a result of an unexpected form"
+
+
+def _agrees(check: Check, calls: slice, run: RunResult, expected: RunResult) -> str | None:
+    failure = _first_failure(check, calls, run, expected)
+    return None if failure is None else failure[0]
 
 
 def _fails_alike(check: Check, calls: slice, submission: RunResult, variant: RunResult) -> bool:
@@ -108,7 +124,7 @@ def _fails_alike(check: Check, calls: slice, submission: RunResult, variant: Run
         if not mine.ok:
             if mine.error_type != theirs.error_type:
                 return False
-        elif check.compare(mine.value, theirs.value) is not None:
+        elif _compare(check, mine.value, theirs.value) is not None:
             return False
     return True
 
@@ -148,6 +164,13 @@ class Judge:
             if key not in self._cache:
                 self._cache[key] = compute()
             return self._cache[key]
+
+    def _error_matches(self, pitfall_id: str, error_text: str) -> bool:
+        try:
+            patterns = self.course.pitfall(pitfall_id).error_patterns
+        except KeyError:
+            return False
+        return any(re.search(pattern, error_text) for pattern in patterns)
 
     def plan(self, exercise: Exercise) -> CheckPlan:
         """The exercise's checks and their hidden probe calls (built once)."""
@@ -197,7 +220,8 @@ class Judge:
         passed: set[str] = set()
         for check in plan.checks:
             calls = plan.slices[check.id]
-            reason = _agrees(check, calls, run, expected)
+            failure = _first_failure(check, calls, run, expected)
+            reason, error_text = failure if failure is not None else (None, "")
             unmet = [r for r in check.requires if r not in passed]
             if reason is None and unmet:
                 verdicts.append(Verdict(check.id, False, 0.0, points[check.id], check.message,
@@ -216,7 +240,14 @@ class Judge:
                 if _agrees(check, calls, variant, expected) is not None
                 and _fails_alike(check, calls, run, variant)
             ]
-            hints = list(dict.fromkeys([*confirmed, *check.pitfalls]))
+            if error_text:
+                # It raised: the declared pitfalls are about wrong values; only
+                # those whose known error messages match say something here.
+                candidates = [*check.pitfalls, *(p.id for p in exercise.pitfalls)]
+                suspects = [p for p in candidates if self._error_matches(p, error_text)]
+            else:
+                suspects = list(check.pitfalls)
+            hints = list(dict.fromkeys([*confirmed, *suspects]))
             verdicts.append(Verdict(check.id, False, 0.0, points[check.id], check.message, reason, hints, confirmed))
         if run.status == "ok":
             return ExerciseResult(exercise.id, "graded", "", verdicts, exercise.points)

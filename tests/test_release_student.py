@@ -55,10 +55,10 @@ def test_course_file_holds_only_what_students_need(released, course):
     assert set(data) == {"schema_version", "course", "pitfalls", "exercises"}
     present = [e.id for e in course.exercises if (REPO_ROOT / "exercises" / e.folder / e.module).is_file()]
     assert [e["id"] for e in data["exercises"]] == present
-    assert set(data["exercises"][0]) == {"id", "slug", "part", "module", "symbols", "points", "title", "pitfalls"}
+    assert set(data["exercises"][0]) == {"id", "slug", "part", "module", "symbols", "points", "title", "forbidden", "pitfalls"}
     assert all(set(p) <= {"id", "hint", "error_patterns"} for p in data["pitfalls"])
     text = (released / "course.yaml").read_text()
-    for secret in ("assignments:", "grading:", "forbidden", "hidden_only", "release:", "timeout_s", "source:"):
+    for secret in ("assignments:", "grading:", "hidden_only", "release:", "timeout_s", "source:"):
         assert secret not in text
 
 

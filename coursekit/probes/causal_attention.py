@@ -194,6 +194,29 @@ def devices(module: ModuleType, d_in: int, d_out: int, context_length: int,
     return devices_after_to(attention, device)
 
 
+def dropout_runs(module: ModuleType, x: torch.Tensor, *, d_out: int, context_length: int, dropout: float,
+                 train: bool, seeds: list[int], qkv_bias: bool = False,
+                 weights: dict[str, torch.Tensor] | None = None) -> dict:
+    """Dropout, seen against the submission's own output without it.
+
+    ``clean``: the output of a module built with ``dropout=0.0`` (eval
+    mode); ``outputs``: one per seed, each from a fresh module built with
+    ``dropout`` in train or eval mode, ``torch.manual_seed(seed)`` right
+    before its forward. Every module gets the same ``weights`` and is
+    called once, so only dropout differs between them; comparing them reads
+    what dropout did, whatever else the implementation gets wrong."""
+    plain, load = build(module, x.size(-1), d_out, context_length, 0.0, qkv_bias, weights)
+    plain.eval()
+    outputs = []
+    with torch.no_grad():
+        clean = plain(x)
+        for seed in seeds:
+            noisy, _ = build(module, x.size(-1), d_out, context_length, dropout, qkv_bias, weights)
+            noisy.train(train)
+            torch.manual_seed(seed)
+            outputs.append(noisy(x))
+    return {"clean": clean, "outputs": outputs, "load": load}
+
 
 def weight_symptoms(weights: torch.Tensor) -> dict[str, bool]:
     """Plain facts about causal attention weights ``(..., n, n)`` that point
@@ -210,4 +233,31 @@ def weight_symptoms(weights: torch.Tensor) -> dict[str, bool]:
         "rows_sum_to_one": bool(((sums - 1).abs() < 1e-5)[~nan_rows].all()),
         "future_is_zero": bool((w.nan_to_num(0.0) * future).eq(0).all()),
         "diagonal_zero": bool(w.diagonal(dim1=-2, dim2=-1).nan_to_num(0.0).eq(0).all()),
+    }
+
+
+def all_gradients(module: ModuleType, x: torch.Tensor, *, d_out: int, context_length: int, qkv_bias: bool = False,
+                  weights: dict[str, torch.Tensor] | None = None, dropout: float = 0.0, train: bool = False,
+                  seed: int = 0, upstream_seed: int = 0) -> dict:
+    """Backpropagate ``(module(x) * upstream).sum()`` (``upstream`` drawn
+    from ``upstream_seed``; ``torch.manual_seed(seed)`` right before the
+    forward, so dropout masks are reproducible) and return the gradient of
+    the input and of every parameter, by name (None where none arrived).
+
+    The module is converted to ``x.dtype`` before ``weights`` are loaded, so
+    float64 weights keep their precision. Also returns ``load``."""
+    attention, _ = build(module, x.size(-1), d_out, context_length, dropout, qkv_bias)
+    attention.to(x.dtype)
+    load = load_weights(attention, weights) if weights is not None else {"missing": [], "unexpected": []}
+    attention.train(train)
+    x = x.detach().clone().requires_grad_(True)
+    upstream = torch.randn(*x.shape[:-1], d_out, generator=torch.Generator().manual_seed(upstream_seed),
+                           dtype=x.dtype)
+    attention.zero_grad(set_to_none=True)
+    torch.manual_seed(seed)
+    (attention(x) * upstream).sum().backward()
+    return {
+        "input_grad": x.grad,
+        "parameter_grads": {name: p.grad for name, p in attention.named_parameters()},
+        "load": load,
     }

@@ -186,3 +186,63 @@ def encoder_layer_output(module: ModuleType, d_model: int, num_heads: int, d_ff:
     with torch.no_grad():
         y = blocks["add_norm1"](x, blocks["self_attn"](x, x, x, mask))
         return blocks["add_norm2"](y, blocks["feed_forward"](y))
+
+
+# --- used by the hidden checks (grader/checks/transformer_layers.py) ------------
+
+def block_run(module: ModuleType, class_name: str, args: list, weights: Weights, inputs: list,
+              kwargs: dict | None = None, upstream: torch.Tensor | None = None,
+              dtype: torch.dtype | None = None, train: bool = False, seed: int = 0) -> dict:
+    """One forward of ``module.<class_name>(*args, **kwargs)`` on ``inputs``
+    (positional; None and bool masks pass through), with ``weights`` loaded
+    by name, then ``.to(dtype)`` if given, in train or eval mode, the global
+    RNG seeded with ``seed`` just before the call (so dropout draws the same
+    masks in every correct solution). With ``upstream``, also backpropagates
+    ``sum(output * upstream)``.
+
+    Returns the output, ``attn`` before (None or not) and after the call if
+    the class has one, the names that did not load, whether the inputs came
+    back unchanged, the gradients of the floating inputs (None elsewhere)
+    and of every parameter, and every parameter's dtype."""
+    block = getattr(module, class_name)(*args, **(kwargs or {}))
+    load = modules.load_weights(block, weights)
+    if dtype is not None:
+        block.to(dtype)
+    block.train(train)
+    attn_before = getattr(block, "attn", None)
+    want_grad = upstream is not None
+    before = [t.clone() if isinstance(t, torch.Tensor) else t for t in inputs]
+    leaves = [t.detach().clone().requires_grad_(True) if want_grad and isinstance(t, torch.Tensor)
+              and t.is_floating_point() else t for t in inputs]
+    # Non-leaf copies go in, so that an in-place edit by the block shows in
+    # inputs_unchanged instead of failing with autograd's leaf error.
+    fed = [t.clone() if isinstance(t, torch.Tensor) else t for t in leaves]
+    torch.manual_seed(seed)
+    with torch.set_grad_enabled(want_grad):
+        output = block(*fed)
+    if want_grad and isinstance(output, torch.Tensor):
+        (output * upstream).sum().backward()
+    attn = getattr(block, "attn", None)
+    return {
+        "output": output.detach() if isinstance(output, torch.Tensor) else output,
+        "attn_before_is_none": attn_before is None,
+        "attn": attn.detach().clone() if isinstance(attn, torch.Tensor) else attn,
+        "load": load,
+        "inputs_unchanged": all(
+            torch.equal(a.detach(), b) if isinstance(b, torch.Tensor) else a is b for a, b in zip(fed, before)),
+        "input_grads": [t.grad if isinstance(t, torch.Tensor) and t.requires_grad else None for t in leaves],
+        "parameter_grads": {name: p.grad for name, p in block.named_parameters()},
+        "parameter_dtypes": {name: str(p.dtype) for name, p in block.named_parameters()},
+    }
+
+
+def structure_of(module: ModuleType, class_name: str, args: list, kwargs: dict | None = None) -> dict:
+    """:func:`structure` with positional arguments given as a list (probe
+    calls carry keyword arguments only; the contract fixes the order of the
+    constructor's arguments, not their names)."""
+    return structure(module, class_name, *args, **(kwargs or {}))
+
+
+def constructor_error_of(module: ModuleType, class_name: str, args: list) -> dict | None:
+    """:func:`constructor_error` with positional arguments given as a list."""
+    return constructor_error(module, class_name, *args)

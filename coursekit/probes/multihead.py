@@ -228,3 +228,86 @@ def after_to_float64(module: ModuleType, class_name: str, config: dict, x: torch
     with torch.no_grad():
         output = model(x.to(torch.float64))
     return {"dtypes": dtypes, "output_dtype": str(output.dtype)}
+
+
+# ---------------------------------------------------------------- for the grader's hidden checks
+
+
+def forward_in(module: ModuleType, class_name: str, config: dict, x: torch.Tensor,
+               weights: dict[str, torch.Tensor] | None = None, dtype: torch.dtype = torch.float64, *,
+               train: bool = False, seed: int = 0) -> dict:
+    """:func:`forward` in another dtype: ``class_name(**config).to(dtype)``
+    first, then ``weights`` (already in ``dtype``) copied in, so that no
+    value passes through float32 on the way.
+
+    Returns the output, which weight names did not load, whether the input
+    and the buffers came back unchanged, and the dtype of every buffer.
+    """
+    model = getattr(module, class_name)(**config)
+    model.to(dtype)
+    loaded = {"missing": [], "unexpected": []} if weights is None else modules.load_weights(model, weights)
+    model.train(train)
+    buffers, before = _snapshot(model), x.clone()
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        output = model(x)
+    return {"output": output, "load": loaded, "input_unchanged": bool(torch.equal(x, before)),
+            "buffers_unchanged": _same_buffers(buffers, model),
+            "buffer_dtypes": {name: str(b.dtype) for name, b in model.named_buffers()}}
+
+
+def state(module: ModuleType, class_name: str, config: dict) -> dict:
+    """What ``class_name(**config)`` saves and trains, as plain data: the
+    parameters' names and shapes, the buffers (shape, dtype, persistent) and
+    their values, the ``state_dict`` keys and the number of parameters.
+
+    Unlike :func:`structure`, nothing here depends on helper attributes or
+    extra sub-modules (an ``nn.Softmax`` child, say) that a correct solution
+    may add, so the result can be compared with the reference's exactly.
+    """
+    model = getattr(module, class_name)(**config)
+    found = modules.registered(model)
+    return {"parameters": found["parameters"], "buffers": found["buffers"],
+            "state_dict_keys": found["state_dict_keys"],
+            "n_parameters": sum(p.numel() for p in model.parameters()),
+            "buffer_values": {name: b.detach().clone() for name, b in model.named_buffers()}}
+
+
+def forward_fixed_dropout(module: ModuleType, class_name: str, config: dict, x: torch.Tensor,
+                          weights: dict[str, torch.Tensor] | None = None, seed: int = 0) -> dict:
+    """:func:`forward` in training mode, with every dropout of the forward
+    pass drawing its mask from ``seed`` in the tensor's *logical* order.
+
+    Why not just ``torch.manual_seed``: dropout fills its mask in memory
+    order, so a correct solution whose attention weights come out with other
+    strides (``einsum`` does that for some sizes) would drop other entries
+    than the reference. Here ``torch.nn.functional.dropout`` (which
+    ``nn.Dropout`` calls) is replaced for the call: in training mode the
+    i-th dropout keeps the entries where the i-th ``torch.rand(shape)`` of a
+    generator seeded with ``seed`` is at least ``p``, whatever the layout.
+    A dropout result that is thrown away, or dropout in the wrong place,
+    still shows.
+    """
+    model, loaded = _build(module, class_name, config, weights)
+    model.train()
+    gen = torch.Generator().manual_seed(seed)
+    real_dropout = nn.functional.dropout
+
+    def fixed_dropout(input: torch.Tensor, p: float = 0.5, training: bool = True,
+                      inplace: bool = False) -> torch.Tensor:
+        if not training or p == 0:
+            return real_dropout(input, p, training, inplace)
+        keep = torch.rand(tuple(input.shape), generator=gen) >= p
+        output = input * keep.to(input.dtype) / (1 - p) if p < 1 else input * 0
+        return input.copy_(output) if inplace else output
+
+    buffers, before = _snapshot(model), x.clone()
+    torch.manual_seed(seed)
+    nn.functional.dropout = fixed_dropout
+    try:
+        with torch.no_grad():
+            output = model(x)
+    finally:
+        nn.functional.dropout = real_dropout
+    return {"output": output, "load": loaded, "input_unchanged": bool(torch.equal(x, before)),
+            "buffers_unchanged": _same_buffers(buffers, model)}

@@ -97,3 +97,39 @@ def shift_matrix(module: ModuleType, delta: int, d_model: int) -> torch.Tensor:
 def shift_error(module: ModuleType, delta: int, d_model: int) -> dict | None:
     """The error (if any) of ``module.relative_shift(delta, d_model)``."""
     return error_of(lambda: module.relative_shift(delta, d_model))
+
+
+# --- used by the hidden checks (grader/checks/positional_encoding.py) ---------
+
+def encoding_on_device(module: ModuleType, d_model: int, max_len: int, device: str = "meta") -> dict:
+    """``PositionalEncoding(d_model, max_len=max_len).to(device)``: the
+    device of ``pe`` and the devices of all its tensors (parameters, buffers,
+    plain tensor attributes). With ``device="meta"`` this shows on a CPU-only
+    machine, without computing anything, what ``.to("cuda")`` would leave
+    behind: a table kept as a plain attribute stays on the CPU, and the
+    forward then fails with a device mismatch."""
+    encoder = module.PositionalEncoding(d_model, max_len=max_len)
+    devices = modules.devices_after_to(encoder, device)
+    return {"pe_device": devices.get("pe"), "devices": sorted(set(devices.values()))}
+
+
+def encoding_output_as(module: ModuleType, x: torch.Tensor, d_model: int, max_len: int,
+                       dtype: torch.dtype) -> dict:
+    """``PositionalEncoding(d_model, max_len=max_len).to(dtype)`` in eval
+    mode applied to ``x``: the output and the dtype of ``pe`` afterwards."""
+    encoder = module.PositionalEncoding(d_model, max_len=max_len).to(dtype)
+    encoder.eval()
+    with torch.no_grad():
+        output = encoder(x)
+    pe = getattr(encoder, "pe", None)
+    return {"output": output, "pe_dtype": str(pe.dtype) if isinstance(pe, torch.Tensor) else None}
+
+
+def default_encoding(module: ModuleType, d_model: int) -> dict:
+    """``PositionalEncoding(d_model)`` with the default ``max_len``: the
+    shape of ``pe`` and the error (if any) of an input one row too long for
+    the README's default of 5000."""
+    encoder = module.PositionalEncoding(d_model)
+    pe = getattr(encoder, "pe", None)
+    return {"pe_shape": list(pe.shape) if isinstance(pe, torch.Tensor) else None,
+            "error_5001": error_of(lambda: encoder(torch.zeros(1, 5001, d_model)))}

@@ -110,3 +110,20 @@ def after_to(module: ModuleType, weights: dict[str, torch.Tensor], x: torch.Tens
     with torch.no_grad():
         output = attention(x.to(dtype))
     return {"load": load, "hidden_lists": hidden, "dtypes": dtypes, "output": output}
+
+
+def forward_twice(module: ModuleType, weights: dict[str, torch.Tensor], x: torch.Tensor) -> dict:
+    """Two forward calls on the same ``x``: both outputs, whether ``x`` and
+    the module's parameters and buffers came back unchanged (a forward that
+    rescales a weight in place, or caches state, shows up here)."""
+    attention, load = build(module, weights)
+    before_x = x.clone()
+    before_state = {name: t.detach().clone() for name, t in attention.state_dict().items()}
+    with torch.no_grad():
+        first = attention(x)
+        second = attention(x)
+    after_state = attention.state_dict()
+    state_unchanged = before_state.keys() == after_state.keys() and all(
+        torch.equal(before_state[name], after_state[name]) for name in before_state)
+    return {"load": load, "first": first, "second": second, "input_unchanged": bool(torch.equal(x, before_x)),
+            "state_unchanged": bool(state_unchanged)}

@@ -6,7 +6,6 @@ import torch.nn.functional as F
 
 from coursekit import expect
 from coursekit.probes.self_attention import after_to, forward_output, gradients, make_weights, per_example, structure
-from coursekit.probes.source import forbidden_uses
 
 # Seed 001, section 2.3: "Your journey starts with one step", d_in = 3, d_out = 2.
 INPUTS = torch.tensor([
@@ -173,7 +172,4 @@ def test_does_not_modify_its_input(student):
 
 def test_uses_no_builtin_attention(student):
     structure(student, 3, 2)  # a stub has nothing to inspect yet
-    uses = forbidden_uses(student, ["scaled_dot_product_attention", "MultiheadAttention"])
-    expect.that(not uses, what="built-in attention in self_attention.py",
-                expected="none: compute scores, weights and outputs yourself",
-                actual=", ".join(f"{u['name']} on line {u['line']}" for u in uses))
+    expect.no_forbidden_calls(student, advice="compute scores, weights and outputs yourself")

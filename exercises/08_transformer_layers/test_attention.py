@@ -11,7 +11,6 @@ from torch import nn
 from coursekit import expect
 from coursekit.probes.layers import (attention_gradients, attention_output, attention_parameter_shapes,
                                      attention_train_eval, constructor_error, random_weights, structure)
-from coursekit.probes.source import forbidden_uses
 
 ROLES = ("W_query", "W_key", "W_value")
 
@@ -146,9 +145,7 @@ def test_num_heads_must_divide_d_model(student):
 
 def test_uses_no_builtin_attention(student):
     structure(student, "MultiHeadedAttention", 4, 2)  # a stub has nothing to inspect yet
-    uses = forbidden_uses(student, ["scaled_dot_product_attention", "MultiheadAttention"])
-    expect.that(not uses, what="built-in attention in layers.py", expected="none: write the attention yourself",
-                actual=", ".join(f"{u['name']} on line {u['line']}" for u in uses))
+    expect.no_forbidden_calls(student, advice="write the attention yourself")
 
 
 # --- MultiHeadedAttention: values against nn.MultiheadAttention -----------------------

@@ -7,7 +7,6 @@ import torch
 
 from coursekit import expect
 from coursekit.probes.modules import dtypes_after_to, gradient_reach, train_eval_outputs
-from coursekit.probes.source import forbidden_uses
 from coursekit.probes.transformer import (
     attention_weights, build, default_device_forward, encode_decode, forward_logits, greedy_output, meta_forward, stack_inputs,
     structure,
@@ -292,8 +291,4 @@ def test_to_float64_moves_everything(student):
 
 def test_uses_no_builtin_transformer(student):
     build(student, CONFIG, 0)  # a stub has nothing to inspect yet
-    uses = forbidden_uses(student, ["Transformer", "TransformerEncoder", "TransformerDecoder",
-                                    "TransformerEncoderLayer", "TransformerDecoderLayer"])
-    expect.that(not uses, what="uses of torch's own Transformer classes in transformer.py",
-                expected="none: build it from Encoder, Decoder and PositionalEncoding",
-                actual=", ".join(f"{u['name']} on line {u['line']}" for u in uses))
+    expect.no_forbidden_calls(student, advice="build it from Encoder, Decoder and PositionalEncoding")

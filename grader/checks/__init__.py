@@ -81,17 +81,52 @@ _MISMATCH_REASONS = {
 }
 
 
-def tensors_close(*path: str, atol: float = 1e-5, rtol: float = 1e-4, check_dtype: bool = True) -> Compare:
+# Default tolerances by the reference's dtype: float64 results must agree
+# to ~1e-10; float16 rounds differently in any two correct implementations.
+TOLERANCES = {torch.float64: (1e-10, 1e-9), torch.float32: (1e-5, 1e-4), torch.float16: (3e-3, 1e-2),
+              torch.bfloat16: (2e-2, 2e-2)}
+
+
+def tensors_close(*path: str | int, atol: float | None = None, rtol: float | None = None,
+                  check_dtype: bool = True) -> Compare:
     """Compare the tensors found at ``path`` in both results (``()`` for the
-    result itself; a str picks a dict key, an int a list index)."""
+    result itself; a str picks a dict key, an int a list index). Tolerances
+    default to the reference's dtype (:data:`TOLERANCES`). A reference
+    value that is not a tensor (a pitfall variant's None) must match exactly."""
 
     def compare(submitted: object, expected: object) -> str | None:
         try:
-            submitted_t, expected_t = _pick(submitted, path), _pick(expected, path)
+            submitted_t, expected_t = pick(submitted, path), pick(expected, path)
         except (KeyError, IndexError, TypeError):
             return "the result is missing a part"
-        mismatch = compare_tensors(submitted_t, expected_t, atol=atol, rtol=rtol, check_dtype=check_dtype)
+        if type(expected_t) is not torch.Tensor:
+            same = type(submitted_t) is type(expected_t) and submitted_t == expected_t
+            return None if same else "returned the wrong type"
+        default_atol, default_rtol = TOLERANCES.get(expected_t.dtype, (1e-5, 1e-4))
+        mismatch = compare_tensors(submitted_t, expected_t, atol=default_atol if atol is None else atol,
+                                   rtol=default_rtol if rtol is None else rtol, check_dtype=check_dtype)
         return None if mismatch is None else _MISMATCH_REASONS[mismatch.kind]
+
+    return compare
+
+
+def tensor_dicts_close(*path: str | int, atol: float | None = None, rtol: float | None = None) -> Compare:
+    """The dicts of tensors at ``path`` (e.g. gradients by parameter name)
+    have the same keys and close tensors; a missing one (None) is a mismatch."""
+    close = tensors_close(atol=atol, rtol=rtol)
+
+    def compare(submitted: object, expected: object) -> str | None:
+        try:
+            submitted_d, expected_d = pick(submitted, path), pick(expected, path)
+        except (KeyError, IndexError, TypeError):
+            return "the result is missing a part"
+        if not isinstance(submitted_d, dict) or not isinstance(expected_d, dict) \
+                or sorted(submitted_d) != sorted(expected_d):
+            return "wrong set of parameters"
+        for name in expected_d:
+            if (reason := close(submitted_d[name], expected_d[name])) is not None:
+                return reason
+        return None
 
     return compare
 
@@ -113,7 +148,7 @@ def plain_equal(*path: str, reason: str = "wrong result") -> Compare:
 
     def compare(submitted: object, expected: object) -> str | None:
         try:
-            same = _pick(submitted, path) == _pick(expected, path)
+            same = pick(submitted, path) == pick(expected, path)
         except (KeyError, IndexError, TypeError):
             return "the result is missing a part"
         return None if same is True else reason
@@ -121,7 +156,74 @@ def plain_equal(*path: str, reason: str = "wrong result") -> Compare:
     return compare
 
 
-def _pick(value: object, path: Sequence[str | int]) -> object:
+def _error_type(value: object) -> str | None:
+    return value.get("type") if isinstance(value, dict) else None
+
+
+def error_type_equal(*path: str) -> Compare:
+    """The same exception type (or none) at ``path``: messages may differ."""
+
+    def compare(submitted: object, expected: object) -> str | None:
+        for key in path:
+            submitted = submitted.get(key) if isinstance(submitted, dict) else None
+            expected = expected.get(key) if isinstance(expected, dict) else None
+        mine, theirs = _error_type(submitted), _error_type(expected)
+        if mine == theirs:
+            return None
+        if theirs is None:
+            return f"raised {mine}"
+        return f"did not raise {theirs}" if mine is None else f"raised {mine} instead of {theirs}"
+
+    return compare
+
+
+def deep_close(*, atol: float = 1e-5, rtol: float = 1e-4, ignore: tuple[str, ...] = ()) -> Compare:
+    """Every tensor anywhere in the reference's result (nested dicts and
+    lists) is close to the one at the same place in the submission's, every
+    other leaf equal; keys in ``ignore`` are skipped at any depth. Keys the
+    submission has in addition are not looked at. The reason names the
+    dict keys on the way (result fields, parameter names), never a value."""
+
+    def walk(mine: object, theirs: object, where: tuple[str, ...]) -> str | None:
+        place = f" in {'.'.join(where)}" if where else ""
+        if isinstance(theirs, torch.Tensor):
+            mismatch = compare_tensors(mine, theirs, atol=atol, rtol=rtol)
+            return None if mismatch is None else _MISMATCH_REASONS[mismatch.kind] + place
+        if isinstance(theirs, dict):
+            if not isinstance(mine, dict):
+                return f"the result is missing a part{place}"
+            for key, value in theirs.items():
+                if key in ignore:
+                    continue
+                if key not in mine:
+                    return f"the result is missing {'.'.join((*where, str(key)))}"
+                if (reason := walk(mine[key], value, (*where, str(key)))) is not None:
+                    return reason
+            return None
+        if isinstance(theirs, (list, tuple)):
+            if not isinstance(mine, (list, tuple)) or len(mine) != len(theirs):
+                return f"the result is missing a part{place}"
+            for a, b in zip(mine, theirs):
+                if (reason := walk(a, b, where)) is not None:
+                    return reason
+            return None
+        return None if type(mine) is type(theirs) and mine == theirs else f"wrong result{place}"
+
+    return lambda submitted, expected: walk(submitted, expected, ())
+
+
+def facts_equal(*keys: str, reason: str) -> Compare:
+    """The entries ``keys`` equal in both results (missing counts as None;
+    a result that is not a dict has no entries)."""
+
+    def pick(value: object) -> list:
+        return [value.get(k) if isinstance(value, dict) else None for k in keys]
+
+    return lambda submitted, expected: None if pick(submitted) == pick(expected) else reason
+
+
+def pick(value: object, path: Sequence[str | int]) -> object:
+    """The part of a result at ``path`` (dict keys and list indexes)."""
     for key in path:
         if isinstance(value, dict):
             value = value[key]

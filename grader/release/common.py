@@ -70,16 +70,16 @@ def split_points(total: float, n: int) -> list[float]:
 def student_course_data(course: Course, exercises: list[Exercise] | None = None) -> dict:
     """The parts of ``course.yaml`` students' tools read (the hint plugin,
     the notebook test runner): exercises' ids, slugs, modules, titles,
-    points and pitfall ids, and those pitfalls' hints and error patterns.
+    points, forbidden names (the READMEs name them too) and pitfall ids, and
+    the whole catalogue's hints and error patterns (a public test may point
+    to a pitfall listed under another exercise).
 
     Deliberately absent: assignments, exams, grading limits, release
-    settings, forbidden-name lists, ``hidden_only`` reasons (they describe
-    the hidden checks) and the pitfalls' ``source`` notes."""
+    settings, ``hidden_only`` reasons (they describe the hidden checks) and
+    the pitfalls' ``source`` notes."""
     exercises = course.exercises if exercises is None else exercises
-    pitfall_ids = list(dict.fromkeys(p.id for e in exercises for p in e.pitfalls))
     pitfalls = []
-    for pitfall_id in pitfall_ids:
-        pitfall = course.pitfall(pitfall_id)
+    for pitfall in course.pitfalls:
         entry = {"id": pitfall.id, "hint": {"en": pitfall.hint.en, "zh": pitfall.hint.zh}}
         if pitfall.error_patterns:
             entry["error_patterns"] = list(pitfall.error_patterns)
@@ -91,7 +91,7 @@ def student_course_data(course: Course, exercises: list[Exercise] | None = None)
         "pitfalls": pitfalls,
         "exercises": [
             {"id": e.id, "slug": e.slug, "part": e.part, "module": e.module, "symbols": list(e.symbols),
-             "points": e.points, "title": {"en": e.title.en, "zh": e.title.zh},
+             "points": e.points, "title": {"en": e.title.en, "zh": e.title.zh}, "forbidden": list(e.forbidden),
              "pitfalls": [{"id": p.id} for p in e.pitfalls]}
             for e in exercises
         ],
