@@ -120,6 +120,8 @@ def grade(
     memory: int = typer.Option(None, "--memory", help="MiB per sandboxed run (default: course.yaml)."),
     assignment: str = typer.Option(None, "--assignment", help="Grade only this assignment's exercises."),
     exercise: list[str] = typer.Option(None, "--exercise", "-e", help="Grade only these exercises (repeatable)."),
+    exam: str = typer.Option(None, "--exam", help="Grade this exam (answers and code, per-student variants); "
+                                                  "more options: grader exam grade."),
     course: Path = CourseOption,
 ) -> None:
     """Grade a class into the gradebook and write the reports.
@@ -127,6 +129,12 @@ def grade(
     Exits 0 when grading completed (whatever the students scored), non-zero
     only when the grader could not do its job."""
     from grader.session import run_grading
+
+    if exam:  # exams write their own results (grader/exams/session.py), not the gradebook yet
+        from grader.exams.session import run_exam_grading
+
+        raise typer.Exit(run_exam_grading(exam, submissions, out=out, course_path=course, jobs=jobs,
+                                          timeout=timeout, memory=memory))
 
     raise typer.Exit(run_grading(submissions, out=out, db=db, jobs=jobs, timeout=timeout, memory=memory,
                                  assignment=assignment, exercise_ids=exercise or [], course_path=course))
@@ -255,3 +263,9 @@ def push_nbgrader(
     for line in report.skipped:
         typer.echo(f"skipped {line}", err=True)
     typer.echo(f"{nbgrader_db}: {report.notebooks} notebook score(s) of {report.students} student(s) pushed")
+
+
+# ---------------------------------------------------------------- exams (issue 8)
+from grader.exams.cli import exam_app  # noqa: E402  (the sub-app; its commands live with the exam code)
+
+app.add_typer(exam_app, name="exam")

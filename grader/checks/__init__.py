@@ -14,8 +14,9 @@ hidden inputs or the expected values.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import torch
 
@@ -27,6 +28,15 @@ from grader.sandbox import ProbeCall
 # else a short reason that reveals no value ("wrong values", "wrong shape").
 Compare = Callable[[object, object], str | None]
 CallBuilder = Callable[[torch.Generator], list[ProbeCall]]
+# Exams: (generator, the student's variant sizes) -> calls. See grader/exams/checks.py.
+VariantCallBuilder = Callable[[torch.Generator, Mapping[str, Any]], list[ProbeCall]]
+
+
+class VariantLike(Protocol):
+    """A student's exam variant, as far as checks care (grader.exams.variants.Variant)."""
+
+    seed: int
+    sizes: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -44,9 +54,18 @@ class Check:
     # built-in softmax") means nothing for code that does not work yet, and
     # an untouched stub must score zero.
     requires: tuple[str, ...] = ()
+    # Exams: builds the calls with the variant's sizes. Checks without one
+    # still get the variant's seed in an exam: other random inputs per student.
+    variant_calls: VariantCallBuilder | None = None
 
-    def build_calls(self) -> list[ProbeCall]:
-        return self.calls(torch.Generator().manual_seed(self.seed))
+    def build_calls(self, variant: VariantLike | None = None) -> list[ProbeCall]:
+        if variant is None:
+            return self.calls(torch.Generator().manual_seed(self.seed))
+        # Mixed with the check's own seed, so two checks of one student differ.
+        gen = torch.Generator().manual_seed((variant.seed * 1_000_003 + self.seed) % 2**62)
+        if self.variant_calls is not None:
+            return self.variant_calls(gen, variant.sizes)
+        return self.calls(gen)
 
 
 def text(en: str, zh: str) -> Text:
@@ -256,10 +275,10 @@ class CheckPlan:
     slices: dict[str, slice] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, checks: list[Check]) -> "CheckPlan":
+    def build(cls, checks: list[Check], variant: VariantLike | None = None) -> "CheckPlan":
         plan = cls(checks)
         for check in checks:
             start = len(plan.calls)
-            plan.calls += check.build_calls()
+            plan.calls += check.build_calls(variant)
             plan.slices[check.id] = slice(start, len(plan.calls))
         return plan

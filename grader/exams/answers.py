@@ -1,0 +1,161 @@
+"""Read a student's ``answers.yaml`` and grade it against their answer key.
+
+Students write by hand, so reading is forgiving: letters in any case and with
+brackets (``B``, ``(b)``, ``b, d``), numbers as ``0.25``, ``1/4``, ``1e-3``
+or ``sqrt(2)/2``, shapes as ``[2, 4, 7, 8]`` or ``(2, 4, 7, 8)``, short answers
+with any case, spacing and full-width characters. A file that is not valid
+YAML is read line by line (``id: answer``) rather than rejected whole.
+Grading is all or nothing per question; the verdict says why.
+"""
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import yaml
+
+from grader.exams.expr import ExprError, Number, evaluate
+from grader.exams.questions import AnswerKey, ShownQuestion
+
+MAX_ANSWERS_BYTES = 256 << 10
+_LINE = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9_-]*)\s*:\s*(.*?)\s*(#.*)?$")
+
+
+@dataclass
+class QuestionVerdict:
+    question_id: str
+    kind: str
+    points: float
+    max_points: float
+    correct: bool
+    answered: bool
+    given: str           # what the student wrote (shortened)
+    expected: str        # the key, as shown to the instructor
+    reason: str = ""
+    picked: list[int] = field(default_factory=list)   # choice: the bank's indices of the letters given
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def read_answers(path: Path) -> tuple[dict[str, object], list[str]]:
+    """(answers by question id, problems worth telling the instructor)."""
+    if not path.is_file() or path.is_symlink():
+        return {}, [f"{path.name} is missing"]
+    if path.stat().st_size > MAX_ANSWERS_BYTES:
+        return {}, [f"{path.name} is larger than {MAX_ANSWERS_BYTES >> 10} KiB"]
+    text = path.read_text(encoding="utf-8", errors="replace")
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError:
+        data = None
+    if isinstance(data, dict):
+        return {str(k): v for k, v in data.items()}, []
+    if data is None and not text.strip():
+        return {}, []
+    # Not YAML (an unquoted ': ' in an answer, a tab...): one answer per line.
+    found = {m.group(1): m.group(2) for line in text.splitlines() if (m := _LINE.match(line))}
+    return found, [f"{path.name} is not valid YAML; read line by line ({len(found)} answers)"]
+
+
+def _text(value: object) -> str:
+    return unicodedata.normalize("NFKC", str(value)).strip()
+
+
+def normalize_short(value: object) -> str:
+    """Case, spaces, full-width forms and trailing full stops do not matter."""
+    text = _text(value).casefold()
+    text = re.sub(r"\s+", "", text)
+    return text.strip("\"'`.。")
+
+
+def parse_letters(value: object) -> list[str] | None:
+    """``"b"``, ``"(B)"``, ``"b, d"``, ``["b", "d"]`` -> sorted letters; None if unreadable."""
+    items = value if isinstance(value, list) else re.split(r"[,;/\s]+", _text(value))
+    letters = []
+    for item in items:
+        token = _text(item).strip("()[].）（").casefold()
+        if not token:
+            continue
+        if len(token) != 1 or not token.isalpha() or not token.isascii():
+            return None
+        letters.append(token)
+    return sorted(set(letters)) or None
+
+
+def _number(value: object) -> Number | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)):
+        return value
+    text = _text(value).replace("×", "*").replace("^", "**").replace("√", "sqrt")
+    if not text:
+        return None
+    try:
+        result = evaluate(text, {"pi": math.pi, "e": math.e})
+    except (ExprError, OverflowError, TypeError):
+        return None
+    return result if math.isfinite(result) else None
+
+
+def parse_numbers(value: object) -> Number | list[Number] | None:
+    """A number, or a list of numbers (a shape); None if unreadable."""
+    if isinstance(value, (list, tuple)):
+        items = [_number(v) for v in value]
+        return None if not items or any(v is None for v in items) else items
+    text = _text(value)
+    if text[:1] in "([" and text[-1:] in ")]":
+        parts = [p for p in re.split(r"[,\s]+", text[1:-1]) if p]
+        return parse_numbers(parts) if parts else None
+    if "," in text:
+        return parse_numbers(text.split(","))
+    return _number(text)
+
+
+def _close(given: Number, expected: Number, key: AnswerKey) -> bool:
+    allowed = max(key.tolerance.abs, key.tolerance.rel * abs(expected), 1e-9 * max(1.0, abs(expected)))
+    return abs(given - expected) <= allowed
+
+
+def grade_one(shown: ShownQuestion, key: AnswerKey, raw: object) -> QuestionVerdict:
+    """One question: full points when right, zero otherwise."""
+    given = "" if raw is None else _text(raw if not isinstance(raw, list) else ", ".join(map(str, raw)))[:80]
+    verdict = QuestionVerdict(key.question_id, key.kind, 0.0, key.points, False, bool(given), given, key.display())
+    if not given:
+        verdict.reason = "not answered"
+        return verdict
+    if key.kind == "choice":
+        letters = parse_letters(raw)
+        by_letter = {c.letter: c.original for c in shown.choices}
+        if letters is None or any(letter not in by_letter for letter in letters):
+            verdict.reason = f"not a choice among {', '.join(by_letter)}"
+            return verdict
+        verdict.picked = sorted(by_letter[letter] for letter in letters)
+        verdict.correct = tuple(letters) == tuple(sorted(key.letters))
+        verdict.reason = "" if verdict.correct else "wrong choice"
+    elif key.kind == "numeric":
+        number = parse_numbers(raw)
+        expected = key.value
+        if number is None:
+            verdict.reason = "not a number" if not isinstance(expected, tuple) else "not a list of numbers"
+        elif isinstance(expected, tuple):
+            verdict.correct = (isinstance(number, list) and len(number) == len(expected)
+                               and all(_close(g, e, key) for g, e in zip(number, expected)))
+            verdict.reason = "" if verdict.correct else "wrong values"
+        else:
+            verdict.correct = not isinstance(number, list) and _close(number, expected, key)
+            verdict.reason = "" if verdict.correct else "wrong value"
+    else:
+        verdict.correct = normalize_short(raw) in {normalize_short(a) for a in key.accept}
+        verdict.reason = "" if verdict.correct else "not an accepted answer"
+    verdict.points = key.points if verdict.correct else 0.0
+    return verdict
+
+
+def grade_answers(shown: list[ShownQuestion], keys: dict[str, AnswerKey],
+                  answers: dict[str, object]) -> list[QuestionVerdict]:
+    """Every question of the student's exam, in the order shown."""
+    return [grade_one(q, keys[q.id], answers.get(q.id)) for q in shown]

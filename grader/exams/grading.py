@@ -1,0 +1,193 @@
+"""Grade an exam: every student's answers and (when a sandbox is given) code,
+with their own variant, and the late policy applied to the total.
+
+Entry point for the grading pipeline: :func:`grade_exam`. It needs no
+sandbox for the questions (answers are data; numeric keys come from the
+references, run in a subprocess); the code part runs the exercises' hidden
+checks, built for each student's variant, through the sandbox the caller
+passes (``grader.sandbox.Sandbox``), one :func:`grader.exams.checks.variant_judge`
+per student.
+
+Submissions are laid out as for ``grader grade``: ``SUBMISSIONS/<student>/``
+(the exam folder as built, or one level down) or ``SUBMISSIONS/<student>.zip``.
+"""
+from __future__ import annotations
+
+import shutil
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader.course import Course, Exam
+from grader.exams.answers import QuestionVerdict, grade_answers, read_answers
+from grader.exams.build import RosterEntry
+from grader.exams.questions import answer_keys, shown_questions
+from grader.exams.timing import Lateness, Stamp, assess, find_stamp
+from grader.exams.variants import Variant, make_variant
+from grader.submissions import STUDENT_ID_RE, SubmissionError, unpack_zip
+
+ANSWERS_FILE = "answers.yaml"
+
+
+@dataclass
+class ExamSubmission:
+    student: str
+    entry: Path | None                 # SUBMISSIONS/<student> or <student>.zip; None: nothing submitted
+    tree: Path | None = None           # where the student's files are (a zip unpacked)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def answers_path(self) -> Path | None:
+        if self.tree is None:
+            return None
+        for folder in [self.tree, *sorted(p for p in self.tree.iterdir() if p.is_dir() and not p.is_symlink())]:
+            if (folder / ANSWERS_FILE).is_file():
+                return folder / ANSWERS_FILE
+        return self.tree / ANSWERS_FILE
+
+
+@dataclass
+class ExamResult:
+    student: str
+    sizes: dict
+    questions: list[QuestionVerdict]
+    exercises: dict[str, dict]          # exercise id -> result (empty when code was not graded)
+    lateness: Lateness
+    problems: list[str] = field(default_factory=list)
+    code_graded: bool = False
+    code_max: float = 0.0
+    submitted: bool = True
+
+    @property
+    def question_points(self) -> float:
+        return round(sum(v.points for v in self.questions), 6)
+
+    @property
+    def question_max(self) -> float:
+        return round(sum(v.max_points for v in self.questions), 6)
+
+    @property
+    def code_points(self) -> float:
+        return round(sum(e["points"] for e in self.exercises.values()), 6)
+
+    @property
+    def raw_points(self) -> float:
+        return round(self.question_points + self.code_points, 6)
+
+    @property
+    def max_points(self) -> float:
+        return round(self.question_max + (self.code_max if self.code_graded else 0.0), 6)
+
+    @property
+    def points(self) -> float:
+        """After the late policy."""
+        return round(self.raw_points * self.lateness.factor, 6)
+
+    def to_dict(self) -> dict:
+        return {"student": self.student, "sizes": self.sizes, "points": self.points, "max_points": self.max_points,
+                "raw_points": self.raw_points, "question_points": self.question_points,
+                "question_max": self.question_max, "code_points": self.code_points,
+                "code_max": self.code_max, "code_graded": self.code_graded, "submitted": self.submitted, "lateness": self.lateness.to_dict(),
+                "questions": [v.to_dict() for v in self.questions], "exercises": self.exercises,
+                "problems": self.problems}
+
+
+@dataclass
+class ExamRun:
+    exam: Exam
+    results: list[ExamResult]
+    code_graded: bool
+    problems: list[str] = field(default_factory=list)
+
+
+def collect_exam(submissions_dir: Path, workdir: Path) -> dict[str, ExamSubmission]:
+    """Every student's exam submission (zips unpacked under ``workdir``)."""
+    found: dict[str, ExamSubmission] = {}
+    for entry in sorted(p for p in submissions_dir.iterdir() if not p.name.startswith(".")):
+        student = entry.name.removesuffix(".zip") if entry.suffix == ".zip" else entry.name
+        submission = found.setdefault(student, ExamSubmission(student, entry))
+        if not STUDENT_ID_RE.match(student):
+            submission.problems.append(f"{entry.name}: not a usable student id")
+        elif entry.is_symlink():
+            submission.problems.append(f"{entry.name}: symbolic links are not followed")
+        elif entry.is_dir():
+            submission.tree = entry
+        elif entry.suffix == ".zip":
+            tree = workdir / "exam-unpacked" / student
+            shutil.rmtree(tree, ignore_errors=True)
+            try:
+                unpack_zip(entry, tree)
+                submission.tree = tree
+            except SubmissionError as exc:
+                submission.problems.append(str(exc))
+        else:
+            submission.problems.append(f"{entry.name}: neither a folder nor a .zip")
+    return {s: sub for s, sub in found.items() if STUDENT_ID_RE.match(s)}
+
+
+def _grade_code(course: Course, exam: Exam, submissions_dir: Path, variants: dict[str, Variant], sandbox,
+                workdir: Path, root: Path, jobs: int) -> dict[str, dict[str, dict]]:
+    """Per student, per exercise: the hidden checks of the student's variant."""
+    from grader.exams.checks import variant_judge
+    from grader.submissions import collect
+
+    exercises = [course.exercise(item.id).model_copy(update={"points": item.points}) for item in exam.exercises]
+    submissions = {s.student: s for s in collect(submissions_dir, course, exercises, workdir / "code", root)}
+
+    def grade_student(student: str) -> tuple[str, dict[str, dict]]:
+        judge = variant_judge(course, sandbox, root, variants[student])
+        results = {}
+        for exercise in exercises:
+            part = submissions[student].exercises.get(exercise.id) if student in submissions else None
+            result = judge.grade(exercise, part.folder if part else None, workdir / "judge" / student)
+            results[exercise.id] = {"points": result.points, "max_points": result.max_points, "status": result.status,
+                                    "reason": (part.problem if part else "") or result.reason,
+                                    "verdicts": [v.to_dict() for v in result.verdicts]}
+        return student, results
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        return dict(pool.map(grade_student, sorted(variants)))
+
+
+def grade_exam(course: Course, exam: Exam, submissions_dir: Path, *, secret: bytes, root: Path, workdir: Path,
+               roster: list[RosterEntry] | None = None, manifest: dict[str, Stamp] | None = None,
+               sandbox=None, jobs: int = 1,
+               on_result: Callable[[ExamResult], None] | None = None) -> ExamRun:
+    """Grade every student of the roster (and anyone else who submitted).
+
+    Without ``sandbox`` only the questions are graded (``ExamRun.code_graded``
+    is False and the code points count neither way)."""
+    submissions = collect_exam(submissions_dir, workdir)
+    extra = {entry.student: entry.extra_time_min for entry in roster or []}
+    students = list(dict.fromkeys([*(e.student for e in roster or []), *sorted(submissions)]))
+    run_problems = [f"{s}: submitted but not on the roster" for s in submissions if roster is not None and s not in extra]
+    variants = {s: make_variant(course, exam, s, secret) for s in students}
+    keys = answer_keys(course, exam, list(variants.values()), root)
+    code_graded = sandbox is not None and bool(exam.exercises)
+    code = _grade_code(course, exam, submissions_dir, variants, sandbox, workdir, root, jobs) if code_graded else {}
+    code_max = sum(item.points for item in exam.exercises)
+    results = []
+    for student in students:
+        submission = submissions.get(student, ExamSubmission(student, None))
+        problems = list(submission.problems)
+        answers: dict = {}
+        if submission.entry is None:
+            problems.append("nothing submitted")
+        elif submission.tree is not None and exam.questions:
+            answers, answer_problems = read_answers(submission.answers_path)
+            problems += answer_problems
+        shown = shown_questions(course, exam, variants[student])
+        verdicts = grade_answers(shown, keys[student], answers)
+        if submission.entry is not None:
+            stamp, problem = find_stamp(submission.entry, student, exam, manifest)
+            problems += [problem] if problem else []
+        else:
+            stamp = Stamp(None, None, "none")
+        result = ExamResult(student, dict(variants[student].sizes), verdicts, code.get(student, {}),
+                            assess(exam, stamp, extra.get(student, 0.0)), problems,
+                            code_graded=code_graded, code_max=code_max, submitted=submission.entry is not None)
+        results.append(result)
+        if on_result is not None:
+            on_result(result)
+    return ExamRun(exam, results, code_graded=code_graded, problems=run_problems)

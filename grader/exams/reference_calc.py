@@ -1,0 +1,209 @@
+"""Numeric answers computed by running the reference solutions.
+
+A question with ``compute: {name: mha_parameters, args: {...}}`` gets its
+answer for each variant from the function registered here under that name,
+called on the reference module of the exercise it names (or on plain
+PyTorch when it names none).
+
+The computations run in a child process (``python -m
+grader.exams.reference_calc``), all variants of a class in one go: the
+grader process never imports exercise modules, and the child only ever
+imports references (from folders assembled like the judge's), never a
+student's file.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+TIMEOUT_S = 300
+
+
+@dataclass(frozen=True)
+class Computation:
+    name: str
+    exercise: str | None        # whose reference it runs; None: PyTorch only
+    function: Callable
+
+
+COMPUTATIONS: dict[str, Computation] = {}
+
+
+def computation(name: str, exercise: str | None = None) -> Callable:
+    def register(function: Callable) -> Callable:
+        COMPUTATIONS[name] = Computation(name, exercise, function)
+        return function
+    return register
+
+
+class ReferenceCalcError(Exception):
+    """A computation failed or the child process broke; the message says which."""
+
+
+# ------------------------------------------------------------- the computations
+# Each takes the reference module (or None) and plain numbers; it returns a
+# number or a list of numbers. torch is imported inside: this module is also
+# imported by the validator, which must stay light.
+
+
+@computation("mha_parameters", exercise="06")
+def _mha_parameters(ref, d_in, d_out, context_length, num_heads, qkv_bias=0):
+    model = ref.MultiHeadAttention(int(d_in), int(d_out), int(context_length), 0.0, int(num_heads),
+                                   qkv_bias=bool(qkv_bias))
+    return sum(p.numel() for p in model.parameters())
+
+
+@computation("wrapper_parameters", exercise="06")
+def _wrapper_parameters(ref, d_in, d_out, context_length, num_heads, qkv_bias=0):
+    model = ref.MultiHeadAttentionWrapper(int(d_in), int(d_out), int(context_length), 0.0, int(num_heads),
+                                          qkv_bias=bool(qkv_bias))
+    return sum(p.numel() for p in model.parameters())
+
+
+@computation("split_heads_shape", exercise="06")
+def _split_heads_shape(ref, batch, seq_len, d_model, heads):
+    import torch
+    return list(ref.split_heads(torch.zeros(int(batch), int(seq_len), int(d_model)), int(heads)).shape)
+
+
+@computation("causal_weight", exercise="03")
+def _causal_weight(ref, seq_len, query, key, d_k=4):
+    """The weight query position ``query`` gives key position ``key`` under a
+    causal mask when every score is equal (all queries zero)."""
+    import torch
+    n = int(seq_len)
+    q, k = torch.zeros(1, n, int(d_k)), torch.randn(1, n, int(d_k), generator=torch.Generator().manual_seed(0))
+    _, weights = ref.scaled_dot_product_attention(q, k, torch.eye(n).unsqueeze(0), mask=ref.causal_mask(n))
+    return float(weights[0, int(query), int(key)])
+
+
+@computation("causal_blocked_count", exercise="03")
+def _causal_blocked_count(ref, seq_len):
+    return int(ref.causal_mask(int(seq_len)).sum())
+
+
+@computation("attention_output_shape", exercise="03")
+def _attention_output_shape(ref, batch, n_q, n_k, d_k, d_v):
+    import torch
+    q, k, v = torch.zeros(int(batch), int(n_q), int(d_k)), torch.zeros(int(batch), int(n_k), int(d_k)), \
+        torch.zeros(int(batch), int(n_k), int(d_v))
+    output, _ = ref.scaled_dot_product_attention(q, k, v)
+    return list(output.shape)
+
+
+@computation("pe_value", exercise="07")
+def _pe_value(ref, position, column, d_model):
+    return float(ref.sinusoidal_table(int(position) + 1, int(d_model))[int(position), int(column)])
+
+
+@computation("encoder_layer_parameters", exercise="09")
+def _encoder_layer_parameters(ref, d_model, heads, d_ff):
+    return sum(p.numel() for p in ref.EncoderLayer(int(d_model), int(heads), int(d_ff)).parameters())
+
+
+@computation("embedding_parameters")
+def _embedding_parameters(ref, vocab, d_model):
+    import torch
+    return sum(p.numel() for p in torch.nn.Embedding(int(vocab), int(d_model)).parameters())
+
+
+@computation("dropout_train_scale")
+def _dropout_train_scale(ref, p):
+    """What nn.Dropout(p) multiplies a kept element by in training mode."""
+    import torch
+    torch.manual_seed(0)
+    return float(torch.nn.Dropout(float(p)).train()(torch.ones(4096)).max())
+
+
+# ------------------------------------------------------------- the parent side
+
+
+# Results already computed in this process, keyed by the request and the
+# bytes of the references it runs: a second grading run (or `exam variant`
+# then `exam grade` in one session) does not start torch again.
+_CACHE: dict[tuple, object] = {}
+
+
+def _reference_digest(course, exercise_id: str | None, root: Path) -> str:
+    if exercise_id is None:
+        return ""
+    exercise = course.exercise(exercise_id)
+    digest = hashlib.sha256()
+    for source_id in [*exercise.ships, exercise_id]:
+        source = course.exercise(source_id)
+        digest.update((root / "solutions" / source.folder / source.module).read_bytes())
+    return digest.hexdigest()
+
+
+def compute_many(course, requests: list[tuple[str, tuple]], root: Path) -> list:
+    """The value of each ``(name, ((arg, value), ...))`` request, in order."""
+    unknown = sorted({name for name, _ in requests if name not in COMPUTATIONS})
+    if unknown:
+        raise ReferenceCalcError(f"unknown computation(s): {', '.join(unknown)}")
+    digests = {eid: _reference_digest(course, eid, root) for eid in {COMPUTATIONS[n].exercise for n, _ in requests}}
+    keys = [(name, args, digests[COMPUTATIONS[name].exercise]) for name, args in requests]
+    missing = [(name, args) for (name, args, digest) in keys if (name, args, digest) not in _CACHE]
+    for (name, args), value in zip(missing, _run_child(course, missing, root)):
+        _CACHE[(name, args, digests[COMPUTATIONS[name].exercise])] = value
+    return [_CACHE[key] for key in keys]
+
+
+def _run_child(course, requests: list[tuple[str, tuple]], root: Path) -> list:
+    from grader.submissions import assemble
+
+    if not requests:
+        return []
+    with tempfile.TemporaryDirectory(prefix="reference-calc-") as workdir:
+        folders = {}
+        for exercise_id in sorted({COMPUTATIONS[n].exercise for n, _ in requests} - {None}):
+            exercise = course.exercise(exercise_id)
+            source = (root / "solutions" / exercise.folder / exercise.module).read_bytes()
+            target = assemble(exercise, source, Path(workdir) / exercise.folder, course, root)
+            folders[exercise_id] = [str(target), exercise.module_name]
+        payload = {"folders": folders, "requests": [[name, dict(args)] for name, args in requests]}
+        package_root = str(Path(__file__).resolve().parents[2])
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join([package_root, os.environ.get("PYTHONPATH", "")])}
+        try:
+            run = subprocess.run([sys.executable, "-m", "grader.exams.reference_calc"], input=json.dumps(payload),
+                                 capture_output=True, text=True, timeout=TIMEOUT_S, cwd=workdir, env=env)
+        except subprocess.TimeoutExpired as exc:
+            raise ReferenceCalcError(f"the reference computations took longer than {TIMEOUT_S} s") from exc
+    if run.returncode != 0:
+        raise ReferenceCalcError(f"the reference computations failed:\n{run.stderr[-2000:]}")
+    results = json.loads(run.stdout)["results"]
+    for (name, args), result in zip(requests, results):
+        if isinstance(result, dict):
+            raise ReferenceCalcError(f"{name}({dict(args)}) on the reference: {result['error']}")
+    return results
+
+
+# ------------------------------------------------------------- the child side
+
+
+def _child() -> None:
+    import torch
+
+    from coursekit.loader import load_module
+
+    torch.set_num_threads(1)
+    payload = json.loads(sys.stdin.read())
+    modules = {eid: load_module(folder, module) for eid, (folder, module) in payload["folders"].items()}
+    results = []
+    for name, args in payload["requests"]:
+        calc = COMPUTATIONS[name]
+        try:
+            results.append(calc.function(modules.get(calc.exercise), **args))
+        except Exception as exc:  # reported per request, with its name and arguments
+            results.append({"error": f"{type(exc).__name__}: {exc}"})
+    json.dump({"results": results}, sys.stdout)
+
+
+if __name__ == "__main__":
+    _child()

@@ -1,0 +1,60 @@
+"""What ``grader exam grade`` writes: ``results.json`` (every verdict),
+``grades.csv`` (one row per student), ``stats.json`` (grader/exams/stats.py)
+and ``report.html`` (the exam's class overview: scores, lateness, questions
+most missed, checks most failed).
+
+Answer keys appear in results.json (the instructor's file) but the HTML
+shows questions and rates only, so it can be shared with the class.
+"""
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+from grader.course import Course
+from grader.exams.grading import ExamRun
+from grader.exams.stats import exam_stats
+
+
+def write_results_json(run: ExamRun, path: Path) -> None:
+    data = {"exam": run.exam.id, "code_graded": run.code_graded, "problems": run.problems,
+            "results": [r.to_dict() for r in run.results]}
+    path.write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
+
+
+def write_grades_csv(run: ExamRun, path: Path) -> None:
+    exercise_ids = [item.id for item in run.exam.exercises] if run.code_graded else []
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["student", "submitted", "questions", "questions_max", *exercise_ids, "raw_points",
+                         "late_min", "late_factor", "points", "max_points", "time_source", "late_note"])
+        for r in run.results:
+            writer.writerow([r.student, int(r.submitted), f"{r.question_points:g}", f"{r.question_max:g}",
+                             *(f"{r.exercises[i]['points']:g}" if i in r.exercises else "" for i in exercise_ids),
+                             f"{r.raw_points:g}", f"{r.lateness.late_min:g}", f"{r.lateness.factor:g}",
+                             f"{r.points:g}", f"{r.max_points:g}", r.lateness.source, r.lateness.note])
+
+
+def write_html(course: Course, run: ExamRun, stats: dict, path: Path) -> None:
+    # The class report's templates and filters (grader/report/templates: base.html, exam*.html).
+    from jinja2 import Environment, PackageLoader, select_autoescape
+
+    env = Environment(loader=PackageLoader("grader.report", "templates"), autoescape=select_autoescape(["html"]))
+    env.filters["pct"] = lambda x: f"{100 * x:.0f}%"
+    env.filters["pts"] = lambda x: f"{x:g}"
+    html = env.get_template("exam.html").render(course=course, run=run, stats=stats)
+    path.write_text(html, encoding="utf-8")
+
+
+def write_exam_outputs(course: Course, run: ExamRun, out: Path) -> dict[str, Path]:
+    """All of the above into ``out``; returns the paths by kind."""
+    out.mkdir(parents=True, exist_ok=True)
+    stats = exam_stats(course, run.exam, run.results)
+    paths = {"results": out / "results.json", "grades": out / "grades.csv", "stats": out / "stats.json",
+             "report": out / "report.html"}
+    write_results_json(run, paths["results"])
+    write_grades_csv(run, paths["grades"])
+    paths["stats"].write_text(json.dumps(stats, indent=1, ensure_ascii=False), encoding="utf-8")
+    write_html(course, run, stats, paths["report"])
+    return paths
