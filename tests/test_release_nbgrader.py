@@ -156,6 +156,9 @@ def test_nbgrader_round_trip(tmp_path, course):
     spec = json.loads((home / ".local/share/jupyter/kernels/python3/kernel.json").read_text())
     assert spec["argv"][0] == sys.executable
 
+    # An assignment of just the three exercises this test fills in (autograde is slow).
+    attention = next(a for a in course.assignments if a.id == "attention")
+    course = course.model_copy(update={"assignments": [attention.model_copy(update={"exercises": EXERCISES})]})
     write_course(course, REPO_ROOT, course_dir, assignment_ids=["attention"], exchange=exchange)
     run("-m", "nbgrader", "generate_assignment", "attention", cwd=course_dir)
     run("-m", "nbgrader", "release_assignment", "attention", cwd=course_dir)
