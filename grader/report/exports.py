@@ -8,13 +8,17 @@ from pathlib import Path
 from grader.gradebook import Record
 
 
+def _points(value: float) -> str:
+    return f"{value:.2f}".rstrip("0").rstrip(".")
+
+
 def write_grades_csv(records: list[Record], path: Path) -> None:
     """student, exercise, points, max_points, status: one row per result."""
     with open(path, "w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
         writer.writerow(["student", "exercise", "points", "max_points", "status"])
         for r in sorted(records, key=lambda r: (r.key.student, r.key.exercise)):
-            writer.writerow([r.key.student, r.key.exercise, f"{r.points:g}", f"{r.max_points:g}", r.status])
+            writer.writerow([r.key.student, r.key.exercise, _points(r.points), _points(r.max_points), r.status])
 
 
 def write_results_json(records: list[Record], path: Path) -> None:
