@@ -54,7 +54,7 @@ include = ["coursekit*"]
 
 [tool.pytest.ini_options]
 # importlib mode: exercises have test files and modules with the same names.
-addopts = "--import-mode=importlib"
+addopts = "--import-mode=importlib --tb=short"
 # coursekit is importable from a fresh clone even before `pip install -e .`.
 pythonpath = ["."]
 testpaths = ["exercises"]
