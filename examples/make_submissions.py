@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import shutil
+import sys
 import zipfile
 from pathlib import Path
 
@@ -29,12 +30,12 @@ BROKEN = {
 }
 
 
-def main() -> None:
+def main(out: Path = OUT) -> None:
     course = load_course()
-    shutil.rmtree(OUT, ignore_errors=True)
+    shutil.rmtree(out, ignore_errors=True)
 
     def write(student: str, exercise, source: str, base: Path | None = None) -> None:
-        folder = (base or OUT / student) / exercise.folder
+        folder = (base or out / student) / exercise.folder
         folder.mkdir(parents=True, exist_ok=True)
         (folder / exercise.module).write_text(source, encoding="utf-8")
 
@@ -53,18 +54,18 @@ def main() -> None:
             write("dave", exercise, BROKEN[exercise.id])
         elif exercise.id == "04":
             write("dave", exercise, reference(exercise))
-    checkout = OUT / "_erin"
+    checkout = out / "_erin"
     for exercise in course.exercises[:6]:
         write("erin", exercise, reference(exercise) if exercise.id != "02" else stub(exercise),
               base=checkout / "attention-course" / "exercises")
     (checkout / "attention-course" / "README.md").write_text("my checkout\n")
-    with zipfile.ZipFile(OUT / "erin.zip", "w", zipfile.ZIP_DEFLATED) as zf:
+    with zipfile.ZipFile(out / "erin.zip", "w", zipfile.ZIP_DEFLATED) as zf:
         for path in sorted(checkout.rglob("*")):
             if path.is_file():
                 zf.write(path, path.relative_to(checkout).as_posix())
     shutil.rmtree(checkout)
-    print(f"wrote {sorted(p.name for p in OUT.iterdir())} to {OUT}")
+    print(f"wrote {sorted(p.name for p in out.iterdir())} to {out}")
 
 
 if __name__ == "__main__":
-    main()
+    main(Path(sys.argv[1]) if len(sys.argv) > 1 else OUT)

@@ -116,3 +116,26 @@ def test_sigkill_half_way_loses_nothing(submissions, uninterrupted, tmp_path):
     assert resumed.returncode == 0, output
     assert f"{recorded} already in" in output
     assert _results(db) == _results(uninterrupted / "grades.db")
+
+
+@pytest.mark.slow
+def test_the_sample_class_grades_identically_twice(tmp_path):
+    """The README's demo class (examples/make_submissions.py): strong,
+    pitfalls, half-way, crashing and hanging code, a zipped checkout."""
+    subs = tmp_path / "submissions"
+    subprocess.run([sys.executable, "examples/make_submissions.py", str(subs)], cwd=REPO_ROOT, check=True,
+                   capture_output=True)
+    results = []
+    for run in ("first", "second"):
+        cmd = [sys.executable, "-m", "grader", "grade", str(subs), "--jobs", "2", "--timeout", "15",
+               "--db", str(tmp_path / f"{run}.db"), "--out", str(tmp_path / run)]
+        done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stdout + done.stderr
+        results.append(_results(tmp_path / f"{run}.db"))
+    assert results[0] == results[1]
+    by_student = {}
+    for (student, _, _), (points, status, _, _) in results[0].items():
+        by_student.setdefault(student, []).append((points, status))
+    assert sorted(by_student) == ["alice", "bob", "carol", "dave", "erin"]
+    assert all(status == "graded" for _, status in by_student["alice"])
+    assert {"import_error", "timeout", "not_submitted"} <= {status for _, status in by_student["dave"]}
