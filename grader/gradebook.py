@@ -12,10 +12,10 @@ import json
 import sqlite3
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -30,9 +30,12 @@ CREATE TABLE IF NOT EXISTS results (
     reason         TEXT NOT NULL,
     verdicts       TEXT NOT NULL,   -- JSON list of verdicts
     graded_at      REAL NOT NULL,
+    figures        TEXT NOT NULL DEFAULT '{}',  -- JSON: feedback figures on public inputs (v2)
     PRIMARY KEY (student, exercise, content_hash, course_version)
 );
 """
+# Each step takes the schema from version N to N + 1, in one transaction.
+MIGRATIONS = {1: "ALTER TABLE results ADD COLUMN figures TEXT NOT NULL DEFAULT '{}'"}
 
 
 class GradebookError(Exception):
@@ -56,6 +59,11 @@ class Record:
     reason: str
     verdicts: list[dict]
     graded_at: float
+    figures: dict = field(default_factory=dict)
+
+
+def _record(row: tuple) -> Record:
+    return Record(Key(*row[:4]), row[4], row[5], row[6], row[7], json.loads(row[8]), row[9], json.loads(row[10]))
 
 
 class Gradebook:
@@ -78,8 +86,16 @@ class Gradebook:
         row = self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         if row is None:
             self._db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-        elif int(row[0]) != SCHEMA_VERSION:
-            raise GradebookError(f"{self.path}: schema version {row[0]}, this grader writes {SCHEMA_VERSION}")
+            return
+        version = int(row[0])
+        if version > SCHEMA_VERSION:
+            raise GradebookError(f"{self.path}: schema version {version}, this grader writes {SCHEMA_VERSION}")
+        while version < SCHEMA_VERSION:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute(MIGRATIONS[version])
+            version += 1
+            self._db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
+            self._db.execute("COMMIT")
 
     def close(self) -> None:
         self._db.close()
@@ -98,14 +114,15 @@ class Gradebook:
         return row is not None
 
     def record(self, key: Key, *, points: float, max_points: float, status: str, reason: str,
-               verdicts: list[dict]) -> None:
+               verdicts: list[dict], figures: dict | None = None) -> None:
         """Store one result atomically (replacing an identical key)."""
         try:
             self._db.execute("BEGIN IMMEDIATE")
             self._db.execute(
-                "INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (key.student, key.exercise, key.content_hash, key.course_version, points, max_points,
-                 status, reason, json.dumps(verdicts, ensure_ascii=False), time.time()),
+                 status, reason, json.dumps(verdicts, ensure_ascii=False), time.time(),
+                 json.dumps(figures or {})),
             )
             self._db.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
@@ -118,7 +135,7 @@ class Gradebook:
             "SELECT * FROM results WHERE student=? AND exercise=? AND content_hash=? AND course_version=?",
             (key.student, key.exercise, key.content_hash, key.course_version),
         ).fetchone()
-        return None if row is None else Record(Key(*row[:4]), row[4], row[5], row[6], row[7], json.loads(row[8]), row[9])
+        return None if row is None else _record(row)
 
     def records(self, course_version: str) -> Iterator[Record]:
         """The newest record of each (student, exercise) for this course version."""
@@ -130,7 +147,7 @@ class Gradebook:
             (course_version,),
         )
         for row in rows:
-            yield Record(Key(*row[:4]), row[4], row[5], row[6], row[7], json.loads(row[8]), row[9])
+            yield _record(row)
 
     def integrity_problems(self) -> list[str]:
         """SQLite's own integrity check plus ours: JSON that parses, points in range."""

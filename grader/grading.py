@@ -74,7 +74,8 @@ def grade_class(course: Course, exercises: list[Exercise], submissions_dir: Path
         reason = task.part.problem or result.reason
         with write_lock:
             gradebook.record(task.key, points=result.points, max_points=result.max_points, status=result.status,
-                             reason=reason, verdicts=[v.to_dict() for v in result.verdicts])
+                             reason=reason, verdicts=[v.to_dict() for v in result.verdicts],
+                             figures=result.figures)
         return task
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import re
 import threading
+
+import torch
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from grader.checks import Check, CheckPlan, checks_for
+from grader.checks import Check, CheckPlan, checks_for, figures_for, pick
 from grader.course import REPO_ROOT, Course, Exercise, Text
 from grader.pitfalls import load_variants
 from grader.sandbox import CallResult, RunResult, Sandbox
@@ -55,6 +57,8 @@ class ExerciseResult:
     reason: str
     verdicts: list[Verdict]
     max_points: float
+    # Feedback figures: name -> {"title", "student", "expected"} (2-D lists).
+    figures: dict = field(default_factory=dict)
 
     @property
     def points(self) -> float:
@@ -154,6 +158,33 @@ def require_isolation(sandbox: Sandbox) -> None:
                           "run `grader doctor` for details")
 
 
+MAX_FIGURE_CELLS = 64 * 64
+
+
+def _matrix(call: CallResult | None, path: tuple) -> list | None:
+    """The small 2-D tensor a figure shows, as plain lists, or None."""
+    if call is None or not call.ok:
+        return None
+    try:
+        value = pick(call.value, path)
+    except (KeyError, IndexError, TypeError):
+        return None
+    if type(value) is not torch.Tensor or value.dim() != 2 or value.numel() > MAX_FIGURE_CELLS:
+        return None
+    return value.detach().to(torch.float64).tolist()
+
+
+def _figures(plan: CheckPlan, run: RunResult, expected: RunResult) -> dict:
+    """Figures of the submission's run next to the reference's: public inputs only."""
+    figures = {}
+    for name, (figure, index) in plan.figures.items():
+        mine = _matrix(run.calls[index] if index < len(run.calls) else None, figure.path)
+        theirs = _matrix(expected.calls[index], figure.path)
+        if theirs is not None:
+            figures[name] = {"title": figure.title.model_dump(), "student": mine, "expected": theirs}
+    return figures
+
+
 class Judge:
     """Grades exercises of one course with one sandbox; reference and variant
     results are computed once per exercise and shared between threads."""
@@ -185,7 +216,8 @@ class Judge:
 
     def plan(self, exercise: Exercise) -> CheckPlan:
         """The exercise's checks and their hidden probe calls (built once)."""
-        return self._once(("plan", exercise.id), lambda: CheckPlan.build(checks_for(exercise)))
+        return self._once(("plan", exercise.id),
+                          lambda: CheckPlan.build(checks_for(exercise), figures=figures_for(exercise)))
 
     def expected(self, exercise: Exercise, workdir: Path) -> RunResult:
         """The reference's results on the hidden calls (computed once)."""
@@ -261,6 +293,7 @@ class Judge:
             # A confirmed pitfall explains the failure; the others would be noise.
             hints = list(dict.fromkeys(confirmed or suspects))
             verdicts.append(Verdict(check.id, False, 0.0, points[check.id], check.message, reason, hints, confirmed))
+        figures = _figures(plan, run, expected)
         if run.status == "ok":
-            return ExerciseResult(exercise.id, "graded", "", verdicts, exercise.points)
-        return ExerciseResult(exercise.id, run.status, run.reason, verdicts, exercise.points)
+            return ExerciseResult(exercise.id, "graded", "", verdicts, exercise.points, figures)
+        return ExerciseResult(exercise.id, run.status, run.reason, verdicts, exercise.points, figures)

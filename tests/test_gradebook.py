@@ -76,3 +76,25 @@ def test_integrity_check_finds_impossible_points(tmp_path):
     with Gradebook(tmp_path / "grades.db") as book:
         _record(book, points=12)
         assert any("outside 0..10" in p for p in book.integrity_problems())
+
+
+def test_a_version_1_gradebook_is_migrated_in_place(tmp_path):
+    path = tmp_path / "grades.db"
+    db = sqlite3.connect(path)
+    db.executescript("""
+        CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+        INSERT INTO meta VALUES ('schema_version', '1');
+        CREATE TABLE results (student TEXT NOT NULL, exercise TEXT NOT NULL, content_hash TEXT NOT NULL,
+            course_version TEXT NOT NULL, points REAL NOT NULL, max_points REAL NOT NULL, status TEXT NOT NULL,
+            reason TEXT NOT NULL, verdicts TEXT NOT NULL, graded_at REAL NOT NULL,
+            PRIMARY KEY (student, exercise, content_hash, course_version));
+        INSERT INTO results VALUES ('alice', '01', 'abc123', '2026.1', 7.5, 10, 'graded', '', '[]', 1.0);
+    """)
+    db.commit()
+    db.close()
+    with Gradebook(path) as book:
+        assert book.get(KEY).points == 7.5 and book.get(KEY).figures == {}
+        book.record(Key("bob", "01", "h", "2026.1"), points=1, max_points=10, status="graded", reason="",
+                    verdicts=[], figures={"weights": {"student": [[1.0]]}})
+        assert book.get(Key("bob", "01", "h", "2026.1")).figures == {"weights": {"student": [[1.0]]}}
+    assert sqlite3.connect(path).execute("SELECT value FROM meta").fetchone() == ("2",)

@@ -74,3 +74,15 @@ def test_a_module_that_cannot_be_imported_gets_its_reason_and_no_hints(course, s
     result = _grade(Judge(course, sandbox), course.exercise("01"), "def softmax(x, dim=-1)\n    return x\n", tmp_path)
     assert result.status == "import_error" and "syntax error on line 1" in result.reason
     assert result.points == 0 and result.pitfalls == []
+
+
+def test_feedback_figures_come_from_public_inputs_only(course, sandbox, tmp_path):
+    exercise = course.exercise("03")
+    reference = (REPO_ROOT / "solutions" / exercise.folder / exercise.module).read_text()
+    result = _grade(Judge(course, sandbox), exercise, reference, tmp_path)
+    figure = result.figures["causal-weights"]
+    assert figure["student"] == figure["expected"] and len(figure["expected"]) == 6
+    # Above the diagonal the causal weights are zero: a real picture, not noise.
+    assert all(figure["expected"][i][j] == 0 for i in range(6) for j in range(i + 1, 6))
+    stub = (REPO_ROOT / "exercises" / exercise.folder / exercise.module).read_text()
+    assert _grade(Judge(course, sandbox), exercise, stub, tmp_path / "stub").figures["causal-weights"]["student"] is None

@@ -31,7 +31,9 @@ def records(tmp_path, course):
                     verdicts=[_verdict("01-a", True, 5, 5),
                               _verdict("01-b", False, 0, 5, ["softmax-overflow"], ["softmax-overflow"])])
         book.record(Key("bob", "03", "h3", version), points=0, max_points=15, status="timeout",
-                    reason="timed out after 60 s", verdicts=[_verdict("03-a", False, 0, 15)])
+                    reason="timed out after 60 s", verdicts=[_verdict("03-a", False, 0, 15)],
+                    figures={"causal-weights": {"title": {"en": "weights on six words", "zh": "六个词上的权重"},
+                                                "student": None, "expected": [[1.0, 0.0], [0.5, 0.5]]}})
         book.record(Key("<script>", "01", "h4", version), points=0, max_points=10, status="not_submitted",
                     reason="not submitted", verdicts=[_verdict("01-a", False, 0, 5), _verdict("01-b", False, 0, 5)])
         return list(book.records(version))
@@ -56,6 +58,7 @@ def test_pages_show_hints_and_escape_what_students_control(records, tmp_path, co
     bob = (tmp_path / "report" / "students" / "bob.html").read_text(encoding="utf-8")
     assert course.pitfall("softmax-overflow").hint.en in bob and course.pitfall("softmax-overflow").hint.zh in bob
     assert "matches this mistake exactly" in bob and "timed out after 60 s" in bob
+    assert "weights on six words" in bob and "六个词上的权重" in bob and "-03-causal-weights.png" in bob
     assert "<script>" not in index.read_text(encoding="utf-8")  # a hostile student id is escaped
     for page in [index, *(tmp_path / "report" / "students").glob("*.html")]:
         for src in re.findall(r'src="([^"]+)"', page.read_text(encoding="utf-8")):

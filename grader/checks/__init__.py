@@ -254,15 +254,37 @@ def no_forbidden_calls(exercise_id: str, *, requires: tuple[str, ...], weight: f
     )
 
 
-def checks_for(exercise: Exercise) -> list[Check]:
-    """The hidden checks of an exercise (``grader/checks/<slug>.py``)."""
+@dataclass(frozen=True)
+class Figure:
+    """A picture for the student's feedback page, never scored: one probe
+    call on a PUBLIC input (one the exercise README shows), whose 2-D tensor
+    at ``path`` is drawn next to the reference's."""
+
+    name: str
+    title: Text
+    call: ProbeCall
+    path: tuple[str | int, ...] = ()
+
+
+def _checks_module(exercise: Exercise):
     try:
-        module = importlib.import_module(f"grader.checks.{exercise.slug}")
+        return importlib.import_module(f"grader.checks.{exercise.slug}")
     except ModuleNotFoundError as exc:
         if exc.name == f"grader.checks.{exercise.slug}":
-            return []
+            return None
         raise
-    return list(module.CHECKS)
+
+
+def checks_for(exercise: Exercise) -> list[Check]:
+    """The hidden checks of an exercise (``grader/checks/<slug>.py``)."""
+    module = _checks_module(exercise)
+    return list(module.CHECKS) if module else []
+
+
+def figures_for(exercise: Exercise) -> list[Figure]:
+    """The exercise's feedback figures (``FIGURES`` in its checks module)."""
+    module = _checks_module(exercise)
+    return list(getattr(module, "FIGURES", [])) if module else []
 
 
 @dataclass
@@ -273,12 +295,18 @@ class CheckPlan:
     checks: list[Check]
     calls: list[ProbeCall] = field(default_factory=list)
     slices: dict[str, slice] = field(default_factory=dict)
+    # Figures' calls come after every check's: name -> (figure, call index).
+    figures: dict[str, tuple[Figure, int]] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, checks: list[Check], variant: VariantLike | None = None) -> "CheckPlan":
+    def build(cls, checks: list[Check], variant: VariantLike | None = None,
+              figures: list[Figure] = ()) -> "CheckPlan":
         plan = cls(checks)
         for check in checks:
             start = len(plan.calls)
             plan.calls += check.build_calls(variant)
             plan.slices[check.id] = slice(start, len(plan.calls))
+        for figure in figures:
+            plan.figures[figure.name] = (figure, len(plan.calls))
+            plan.calls.append(figure.call)
         return plan

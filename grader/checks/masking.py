@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks import Check, Compare, all_of, no_forbidden_calls, plain_equal, tensors_close, text
+from grader.checks import Check, Compare, Figure, all_of, no_forbidden_calls, plain_equal, tensors_close, text
 from grader.sandbox import ProbeCall
 
 PROBES = "coursekit.probes.masking"
@@ -323,4 +323,21 @@ CHECKS = [
         seed=13,
     ),
     no_forbidden_calls("03", requires=("03-random-shapes",)),
+]
+
+
+# The six 3-d word vectors of seed 001 ("Your journey starts with one step"),
+# public in exercise 02: the student's causal weights drawn next to the expected.
+_SEED_WORDS = torch.tensor([[0.43, 0.15, 0.89], [0.55, 0.87, 0.66], [0.57, 0.85, 0.64],
+                            [0.22, 0.58, 0.33], [0.77, 0.25, 0.10], [0.05, 0.80, 0.55]])
+FIGURES = [
+    Figure(
+        name="causal-weights",
+        title=text("causal attention weights on seed 001's six words (rows: queries, columns: keys)",
+                   "seed 001 六个词上的因果注意力权重（行：query，列：key）"),
+        call=ProbeCall("coursekit.probes.masking:attention_output",
+                       {"query": _SEED_WORDS, "key": _SEED_WORDS, "value": _SEED_WORDS,
+                        "mask": torch.triu(torch.ones(6, 6, dtype=torch.bool), diagonal=1)}),
+        path=("weights",),
+    ),
 ]

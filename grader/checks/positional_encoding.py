@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks import Check, Compare, all_of, deep_close, error_type_equal, facts_equal, tensors_close, text
+from grader.checks import Check, Compare, Figure, all_of, deep_close, error_type_equal, facts_equal, tensors_close, text
 from grader.sandbox import ProbeCall
 
 PROBES = "coursekit.probes.positional_encoding"
@@ -247,5 +247,16 @@ CHECKS = [
         calls=_shift_errors,
         compare=error_type_equal(),
         seed=10,
+    ),
+]
+
+
+# The table the README plots (d_model = 32), first 50 positions.
+FIGURES = [
+    Figure(
+        name="pe-table",
+        title=text("sinusoidal_table(50, 32): rows are positions, columns dimensions",
+                   "sinusoidal_table(50, 32)：行是位置，列是维度"),
+        call=ProbeCall("coursekit.probes.positional_encoding:table", {"max_len": 50, "d_model": 32}),
     ),
 ]

@@ -101,8 +101,16 @@ def write_html_report(course: Course, records: list[Record], out: Path) -> Path:
             [exercise_rate[e.id] for e in exercises],
             out / "img" / f"student-{page_name(student)}.png",
         )
+        pictures = {
+            exercise_id: [
+                (data["title"], plots.side_by_side(data["student"], data["expected"],
+                                                   out / "img" / f"student-{page_name(student)}-{exercise_id}-{name}.png"))
+                for name, data in record.figures.items()
+            ]
+            for exercise_id, record in rows.items() if record.figures
+        }
         html = page.render(course=course, student=student, exercises=exercises, rows=rows,
                            total=totals[student], max_total=max_total, hints=hints, figure=figure,
-                           status_text=STATUS_TEXT)
+                           pictures=pictures, status_text=STATUS_TEXT)
         (out / "students" / f"{page_name(student)}.html").write_text(html, encoding="utf-8")
     return out / "index.html"

@@ -57,3 +57,22 @@ def student_scores(exercises: list[str], mine: list[float], class_mean: list[flo
     ax.set_ylabel("score (%)")
     ax.legend(loc="lower right", fontsize=8)
     return _save(fig, path)
+
+
+def side_by_side(student: list | None, expected: list, path: Path) -> str:
+    """The student's 2-D result next to the expected one, on one colour scale."""
+    fig, axes = plt.subplots(1, 2, figsize=(7.5, 3.2))
+    low = min(min(row) for row in expected)
+    high = max(max(row) for row in expected)
+    for ax, data, title in ((axes[0], student, "yours"), (axes[1], expected, "expected")):
+        ax.set_title(title, fontsize=10)
+        ax.set_xticks([])
+        ax.set_yticks([])
+        if data is None:
+            ax.text(0.5, 0.5, "no result", ha="center", va="center", transform=ax.transAxes, color="#c62828")
+            continue
+        image = ax.imshow(data, vmin=low, vmax=high, cmap="viridis", aspect="auto", interpolation="nearest")
+    fig.colorbar(image, ax=axes, shrink=0.85)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path.name
