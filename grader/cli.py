@@ -122,6 +122,8 @@ def grade(
     exercise: list[str] = typer.Option(None, "--exercise", "-e", help="Grade only these exercises (repeatable)."),
     exam: str = typer.Option(None, "--exam", help="Grade this exam (answers and code, per-student variants); "
                                                   "more options: grader exam grade."),
+    executor: str = typer.Option("local", "--executor", help="local (threads here) or dask (a Dask cluster)."),
+    scheduler: str = typer.Option(None, "--scheduler", help="Dask scheduler address (default: a LocalCluster here)."),
     course: Path = CourseOption,
 ) -> None:
     """Grade a class into the gradebook and write the reports.
@@ -137,7 +139,8 @@ def grade(
                                           timeout=timeout, memory=memory))
 
     raise typer.Exit(run_grading(submissions, out=out, db=db, jobs=jobs, timeout=timeout, memory=memory,
-                                 assignment=assignment, exercise_ids=exercise or [], course_path=course))
+                                 assignment=assignment, exercise_ids=exercise or [], course_path=course,
+                                 executor=executor, scheduler=scheduler))
 
 
 @app.command("sync-shipped")
