@@ -122,6 +122,8 @@ def grade(
     exercise: list[str] = typer.Option(None, "--exercise", "-e", help="Grade only these exercises (repeatable)."),
     exam: str = typer.Option(None, "--exam", help="Grade this exam (answers and code, per-student variants); "
                                                   "more options: grader exam grade."),
+    executor: str = typer.Option("local", "--executor", help="local (threads here) or dask (a Dask cluster)."),
+    scheduler: str = typer.Option(None, "--scheduler", help="Dask scheduler address (default: a LocalCluster here)."),
     course: Path = CourseOption,
 ) -> None:
     """Grade a class into the gradebook and write the reports.
@@ -137,7 +139,8 @@ def grade(
                                           timeout=timeout, memory=memory))
 
     raise typer.Exit(run_grading(submissions, out=out, db=db, jobs=jobs, timeout=timeout, memory=memory,
-                                 assignment=assignment, exercise_ids=exercise or [], course_path=course))
+                                 assignment=assignment, exercise_ids=exercise or [], course_path=course,
+                                 executor=executor, scheduler=scheduler))
 
 
 @app.command("sync-shipped")
@@ -269,3 +272,36 @@ def push_nbgrader(
 from grader.exams.cli import exam_app  # noqa: E402  (the sub-app; its commands live with the exam code)
 
 app.add_typer(exam_app, name="exam")
+
+
+# ---------------------------------------------------------------- exports (issue 9)
+export_app = typer.Typer(help="Export the course to other graders.", no_args_is_help=True)
+app.add_typer(export_app, name="export")
+
+
+@export_app.command("gradescope")
+def export_gradescope(
+    out: Path = typer.Argument(..., help="The autograder zip to write (instructor-only: it holds the references)."),
+    assignment: str = typer.Option(None, "--assignment", help="Only this assignment's exercises (default: all)."),
+    exercise: list[str] = typer.Option(None, "--exercise", "-e", help="Only these exercises (repeatable)."),
+    visibility: str = typer.Option("visible", "--visibility", help="visible, after_published, after_due_date or hidden."),
+    course: Path = CourseOption,
+) -> None:
+    """Write a Gradescope autograder zip (setup.sh, run_autograder, the course)."""
+    from grader.scale.gradescope import write_gradescope_zip
+
+    loaded = _release_course(course)
+    try:
+        chosen = list(loaded.exercises)
+        if assignment:
+            chosen = [loaded.exercise(i) for a in loaded.assignments if a.id == assignment for i in a.exercises]
+        if exercise:
+            chosen = [loaded.exercise(i) for i in exercise]
+        if not chosen:
+            raise KeyError(assignment)
+        names = write_gradescope_zip(loaded, course.resolve().parent, out, chosen, visibility=visibility)
+    except (KeyError, ValueError) as exc:
+        typer.echo(f"export failed: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    typer.echo(f"{out}: {len(names)} files; grades {', '.join(e.folder for e in chosen)}. "
+               "Upload it as the assignment's autograder; never give it to students.")

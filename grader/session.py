@@ -3,7 +3,9 @@ on disk, with a progress bar. Kept apart from ``cli.py`` so that the CLI
 only parses options and this module only orchestrates."""
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import importlib.util
 import tempfile
 from pathlib import Path
 
@@ -22,7 +24,8 @@ EXIT_OK, EXIT_BAD_INPUT, EXIT_GRADER_BROKEN, EXIT_GRADEBOOK = 0, 2, 3, 4
 
 def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: float | None,
                 memory: int | None, assignment: str | None, course_path: Path,
-                exercise_ids: list[str] | None = None) -> int:
+                exercise_ids: list[str] | None = None, executor: str = "local",
+                scheduler: str | None = None) -> int:
     console = Console(stderr=True)
     try:
         course = load_course(course_path)
@@ -43,13 +46,24 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
             console.print(f"unknown exercise(s) {', '.join(unknown)}; choose from {', '.join(e.id for e in exercises)}")
             return EXIT_BAD_INPUT
         exercises = [e for e in exercises if e.id in exercise_ids]
+    if executor not in ("local", "dask"):
+        console.print(f"unknown executor {executor!r}: local or dask")
+        return EXIT_BAD_INPUT
+    if executor == "dask" and importlib.util.find_spec("distributed") is None:
+        console.print("--executor dask needs Dask: pip install 'attention-course[scale]'")
+        return EXIT_BAD_INPUT
     limits = Limits(**course.grading.model_dump())
     limits = dataclasses.replace(limits, **{k: v for k, v in (("timeout_s", timeout), ("memory_mb", memory)) if v})
     root = course_path.resolve().parent
     try:
-        with Gradebook(db) as gradebook, Sandbox(limits) as sandbox, \
+        with Gradebook(db) as gradebook, contextlib.ExitStack() as stack, \
                 tempfile.TemporaryDirectory(prefix="grade-") as workdir:
-            judge = Judge(course, sandbox, root)
+            if executor == "dask":  # the workers judge; this process only collects and records
+                from grader.scale.dask_executor import dask_executor
+
+                judge, runner = None, stack.enter_context(dask_executor(course_path, limits, scheduler))
+            else:
+                judge, runner = Judge(course, stack.enter_context(Sandbox(limits)), root), None
             with Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                           TextColumn("ETA"), TimeRemainingColumn(), console=console) as progress:
                 bar = progress.add_task("grading", total=None)
@@ -58,7 +72,7 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
                     progress.update(bar, advance=1)
 
                 run = grade_class(course, exercises, submissions, gradebook, judge, Path(workdir), jobs=jobs,
-                                  on_result=advance, root=root, on_plan=lambda n: progress.update(bar, total=n))
+                                  executor=runner, on_result=advance, root=root, on_plan=lambda n: progress.update(bar, total=n))
             records = [r for r in (gradebook.get(k) for k in run.keys) if r is not None]
     except GradebookError as exc:
         console.print(f"gradebook error: {exc}", markup=False)

@@ -12,25 +12,8 @@ import pytest
 
 from grader.course import REPO_ROOT
 from grader.gradebook import Gradebook
-from grader.pitfalls import load_variants
 
-STUDENTS = 14
-
-
-@pytest.fixture(scope="module")
-def submissions(course, tmp_path_factory):
-    """A class for exercise 01: correct, each pitfall, stub, broken."""
-    exercise = course.exercise("01")
-    sources = [(REPO_ROOT / "solutions" / exercise.folder / exercise.module).read_text(),
-               (REPO_ROOT / "exercises" / exercise.folder / exercise.module).read_text(),
-               "def softmax(x, dim=-1)\n    return x\n",
-               *(v.source for v in load_variants(exercise, REPO_ROOT).values())]
-    root = tmp_path_factory.mktemp("class")
-    for i in range(STUDENTS):
-        folder = root / f"s{i:02d}" / exercise.folder
-        folder.mkdir(parents=True)
-        (folder / exercise.module).write_text(sources[i % len(sources)])
-    return root
+STUDENTS = 14   # conftest.CLASS_SIZE: the `submissions` class lives in conftest.py
 
 
 def _grade(submissions, db, out, **popen):

@@ -1,0 +1,136 @@
+"""Sandboxed grading on a Dask cluster (``grader grade --executor dask``).
+
+Tasks are (submission, exercise). Each task carries the prepared module
+folder's files (a few KiB), so workers need no access to the coordinator's
+disk, only to the course files (``course.yaml``, ``solutions/``, the hidden
+checks) at the same path. Each worker process keeps one judge and one
+sandbox fork-server, created lazily by its first task (``_worker_judge``).
+
+The reference results and pitfall-variant results of an exercise are
+computed once, by one task, and shipped: every grading task of the exercise
+takes that task's future as an argument, so Dask moves the result to each
+worker that needs it (and recomputes it if every holder died).
+
+Only the coordinating process writes the gradebook (``grade_class``): a
+worker lost mid-task is retried by Dask, and the gradebook's key makes a
+duplicate result impossible.
+"""
+from __future__ import annotations
+
+import atexit
+import shutil
+import tempfile
+import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from grader.course import Exercise, load_course
+from grader.grading import Task
+from grader.judge import ExerciseResult, Judge
+from grader.sandbox import Limits, RunResult, Sandbox
+
+_STATE: dict[tuple[str, Limits], tuple[Judge, Path]] = {}
+_STATE_LOCK = threading.Lock()
+
+
+def _worker_judge(course_path: str, limits: Limits) -> tuple[Judge, Path]:
+    """This worker process's judge (one sandbox fork-server per process)."""
+    with _STATE_LOCK:
+        if (course_path, limits) not in _STATE:
+            course = load_course(Path(course_path))
+            sandbox = Sandbox(limits)
+            workdir = Path(tempfile.mkdtemp(prefix="grader-worker-"))
+            # Why atexit: a worker process has no `with` around its life; a
+            # killed one takes its fork-server along (PDEATHSIG) anyway.
+            atexit.register(shutil.rmtree, workdir, True)
+            atexit.register(sandbox.close)
+            _STATE[(course_path, limits)] = (Judge(course, sandbox, Path(course_path).parent), workdir)
+        return _STATE[(course_path, limits)]
+
+
+def reference_task(course_path: str, limits: Limits, exercise_id: str) -> tuple[RunResult, dict[str, RunResult]]:
+    """The reference's and the pitfall variants' results of one exercise."""
+    judge, workdir = _worker_judge(course_path, limits)
+    exercise = judge.course.exercise(exercise_id)
+    return judge.expected(exercise, workdir / "judge"), judge.variant_results(exercise, workdir / "judge")
+
+
+def grade_task(course_path: str, limits: Limits, exercise_id: str, files: dict[str, bytes] | None,
+               references: tuple[RunResult, dict[str, RunResult]]) -> ExerciseResult:
+    """Grade one submitted exercise (``files``: its prepared folder; None: missing)."""
+    judge, workdir = _worker_judge(course_path, limits)
+    exercise = judge.course.exercise(exercise_id)
+    judge.adopt_references(exercise, *references)
+    if files is None:
+        return judge.grade(exercise, None, workdir / "judge")
+    folder = workdir / "tasks" / uuid.uuid4().hex
+    folder.mkdir(parents=True)
+    try:
+        for name, data in files.items():
+            (folder / name).write_bytes(data)
+        return judge.grade(exercise, folder, workdir / "judge")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _folder_files(folder: Path | None) -> dict[str, bytes] | None:
+    if folder is None:
+        return None
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir()) if p.is_file() and not p.is_symlink()}
+
+
+class DaskExecutor:
+    """Runs ``grade_class``'s tasks on the cluster behind ``client``.
+
+    ``retries``: how often a task that raised is run again (a task whose
+    worker died is rescheduled by the scheduler on its own, up to its
+    ``allowed-failures``)."""
+
+    def __init__(self, client, course_path: Path, limits: Limits, *, retries: int = 2):
+        self.client = client
+        self.course_path = str(Path(course_path).resolve())
+        self.limits = limits
+        self.retries = retries
+        self._run = uuid.uuid4().hex[:8]        # task keys of two runs on one cluster never meet
+        self._references: dict[str, object] = {}
+
+    def prepare(self, exercises: list[Exercise]) -> None:
+        for exercise in exercises:
+            self._references[exercise.id] = self.client.submit(
+                reference_task, self.course_path, self.limits, exercise.id,
+                key=f"reference-{exercise.id}-{self._run}", retries=self.retries)
+        for future in self._references.values():
+            future.result()     # a reference that fails its checks stops the run here (GraderError)
+
+    def grade(self, tasks: list[Task]) -> Iterator[tuple[Task, ExerciseResult]]:
+        from distributed import as_completed
+
+        futures = {}
+        for task in tasks:
+            key = task.key
+            future = self.client.submit(
+                grade_task, self.course_path, self.limits, key.exercise, _folder_files(task.part.folder),
+                self._references[key.exercise], retries=self.retries,
+                key=f"grade-{self._run}-{key.student}-{key.exercise}-{key.content_hash[:16]}")
+            futures[future] = task
+        for future in as_completed(futures):
+            yield futures[future], future.result()
+            future.release()
+
+
+@contextmanager
+def dask_executor(course_path: Path, limits: Limits, scheduler: str | None = None,
+                  *, workers: int = 2) -> Iterator[DaskExecutor]:
+    """A :class:`DaskExecutor` on the scheduler at ``scheduler``, or on a
+    ``LocalCluster`` of ``workers`` processes (one thread each) on loopback."""
+    from distributed import Client, LocalCluster
+
+    if scheduler:
+        with Client(scheduler) as client:
+            yield DaskExecutor(client, course_path, limits)
+        return
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        yield DaskExecutor(client, course_path, limits)

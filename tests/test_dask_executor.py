@@ -1,0 +1,77 @@
+"""Grading on a Dask cluster (``--executor dask``) gives the gradebook that
+local grading gives, and a worker killed mid-run loses and duplicates
+nothing. The class is conftest's ``submissions`` (exercise 01)."""
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from grader.course import REPO_ROOT
+from grader.gradebook import Gradebook
+from grader.grading import grade_class
+from grader.judge import Judge
+from grader.sandbox import Limits, Sandbox
+
+distributed = pytest.importorskip("distributed")
+
+from grader.scale.dask_executor import DaskExecutor  # noqa: E402
+
+
+def _book(db):
+    """Every result of the gradebook, keyed, without its timestamp."""
+    with Gradebook(db) as book:
+        assert book.integrity_problems() == []
+        rows = book._db.execute("SELECT student, exercise, content_hash, course_version, points, max_points, "
+                                "status, reason, verdicts FROM results").fetchall()
+    return {row[:4]: row[4:] for row in rows}
+
+
+@pytest.fixture(scope="module")
+def local_book(course, submissions, tmp_path_factory):
+    """The class graded here, with threads: what the cluster must match."""
+    tmp = tmp_path_factory.mktemp("local")
+    limits = Limits(**course.grading.model_dump())
+    with Gradebook(tmp / "grades.db") as book, Sandbox(limits) as sandbox:
+        run = grade_class(course, [course.exercise("01")], submissions, book, Judge(course, sandbox),
+                          tmp / "work", jobs=2)
+    assert run.graded == len(run.keys) > 0
+    return _book(tmp / "grades.db")
+
+
+def test_dask_local_cluster_matches_local_grading(submissions, local_book, tmp_path):
+    """`grader grade --executor dask` (a 2-worker LocalCluster on loopback)."""
+    cmd = [sys.executable, "-m", "grader", "grade", str(submissions), "-e", "01", "--executor", "dask",
+           "--db", str(tmp_path / "grades.db"), "--out", str(tmp_path / "out")]
+    run = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert _book(tmp_path / "grades.db") == local_book
+    # Resume: nothing left to grade, nothing duplicated.
+    again = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0 and f"graded 0 result(s), {len(local_book)} already in" in again.stderr
+    assert _book(tmp_path / "grades.db") == local_book
+
+
+def test_worker_killed_mid_run_loses_nothing(course, submissions, local_book, tmp_path):
+    limits = Limits(**course.grading.model_dump())
+    killed = []
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        executor = DaskExecutor(client, REPO_ROOT / "course.yaml", limits)
+
+        def kill_a_busy_worker(task, record):
+            if killed:
+                return
+            busy = [address for address, keys in client.processing().items() if keys]
+            assert busy, "no worker has a task in flight: the kill would not be mid-run"
+            pid = client.run(os.getpid, workers=[busy[0]])[busy[0]]
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+        with Gradebook(tmp_path / "grades.db") as book:
+            run = grade_class(course, [course.exercise("01")], submissions, book, None, tmp_path / "work",
+                              executor=executor, on_result=kill_a_busy_worker)
+    assert killed
+    assert run.graded == len(run.keys) == len(local_book)
+    assert _book(tmp_path / "grades.db") == local_book
