@@ -1,3 +1,6 @@
+import sys
+from pathlib import Path
+
 import pytest
 
 from grader.course import load_course
@@ -15,3 +18,8 @@ def selftest_reports(course, tmp_path_factory):
     stub and each pitfall variant: one run for the whole session."""
     reports = check_exercises(course, course.exercises, tmp_path_factory.mktemp("public-runs"))
     return {report.exercise.id: report for report in reports}
+
+
+# tests/classrun.py (helpers for end-to-end `grader grade` runs) is imported
+# as `classrun` from tests in any folder below this one.
+sys.path.insert(0, str(Path(__file__).parent))
