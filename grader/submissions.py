@@ -18,6 +18,7 @@ no absolute paths, no ``..``, no links, bounded sizes.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 import stat
@@ -144,6 +145,25 @@ def _find_module(tree: Path, exercise: Exercise, root: Path = REPO_ROOT) -> Path
     return module
 
 
+def _not_found(tree: Path, exercise: Exercise, limit: int = 10_000) -> str:
+    """"not submitted", saying where a file named like the module sits when
+    the student's layout is one the grader does not know (bounded walk,
+    links not followed), so the instructor can tell a wrong folder from
+    a missing exercise."""
+    seen = 0
+    for dirpath, dirnames, filenames in os.walk(tree):
+        dirnames.sort()
+        seen += len(dirnames) + len(filenames)
+        if exercise.module in filenames or f"{exercise.folder}.ipynb" in filenames:
+            name = exercise.module if exercise.module in filenames else f"{exercise.folder}.ipynb"
+            found = (Path(dirpath) / name).relative_to(tree).as_posix()
+            return (f"not submitted: found {found}, but the grader looks for "
+                    f"{exercise.folder}/{exercise.module} (put the file in a folder named {exercise.folder})")
+        if seen > limit:
+            break
+    return "not submitted"
+
+
 def _prepare(exercise: Exercise, module: Path, target: Path, course: Course, root: Path) -> ExerciseSubmission:
     if module.is_symlink() or not module.is_file():
         return ExerciseSubmission(exercise, None, "", f"{module.name} is not a regular file")
@@ -192,7 +212,7 @@ def collect(submissions_dir: Path, course: Course, exercises: list[Exercise], wo
         for exercise in exercises:
             module = _find_module(tree, exercise, root) if tree is not None else None
             if module is None:
-                reason = "; ".join(submission.problems) if tree is None else "not submitted"
+                reason = "; ".join(submission.problems) if tree is None else _not_found(tree, exercise)
                 submission.exercises[exercise.id] = ExerciseSubmission(exercise, None, "", reason)
             else:
                 target = workdir / "prepared" / student / exercise.folder
