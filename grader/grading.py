@@ -19,6 +19,12 @@ from grader.judge import Judge
 from grader.submissions import ExerciseSubmission, Submission, collect
 
 MISSING_HASH = "missing"
+# Reasons of a run killed from outside the submission: its sandbox server
+# gone, or SIGKILL (kill -9 by an admin, the OOM killer). Such a result is
+# graded once more before it is recorded, so a worker killed by accident
+# does not leave a wrong grade that every rerun would keep (same key); a
+# submission killed again keeps that result.
+KILLED_FROM_OUTSIDE = ("(SIGKILL)", "ended before finishing", "the sandbox failed")
 
 
 @dataclass
@@ -71,6 +77,8 @@ def grade_class(course: Course, exercises: list[Exercise], submissions_dir: Path
 
     def grade_one(task: Task) -> Task:
         result = judge.grade(task.part.exercise, task.part.folder, workdir / "judge")
+        if result.status == "crashed" and any(mark in result.reason for mark in KILLED_FROM_OUTSIDE):
+            result = judge.grade(task.part.exercise, task.part.folder, workdir / "judge")
         reason = task.part.problem or result.reason
         with write_lock:
             gradebook.record(task.key, points=result.points, max_points=result.max_points, status=result.status,

@@ -7,8 +7,23 @@ import subprocess
 import sys
 from pathlib import Path
 
-from grader.course import REPO_ROOT
+from grader.course import REPO_ROOT, Course
 from grader.gradebook import Gradebook
+from grader.pitfalls import load_variants
+
+
+def write_class(course: Course, root: Path, students: int) -> Path:
+    """A class for exercise 01 under ``root``: correct, stub, broken, each pitfall, in turn."""
+    exercise = course.exercise("01")
+    sources = [(REPO_ROOT / "solutions" / exercise.folder / exercise.module).read_text(),
+               (REPO_ROOT / "exercises" / exercise.folder / exercise.module).read_text(),
+               "def softmax(x, dim=-1)\n    return x\n",
+               *(v.source for v in load_variants(exercise, REPO_ROOT).values())]
+    for i in range(students):
+        folder = root / f"s{i:02d}" / exercise.folder
+        folder.mkdir(parents=True)
+        (folder / exercise.module).write_text(sources[i % len(sources)])
+    return root
 
 
 def grade_cli(submissions: Path, db: Path, out: Path, *extra: str, exercises: tuple[str, ...] = ("01",),

@@ -7,10 +7,7 @@ import time
 
 import pytest
 
-from grader.course import REPO_ROOT
-from grader.pitfalls import load_variants
-
-from classrun import children as _children, grade_cli, results as _results, row_count as _count, state as _state
+from classrun import children as _children, grade_cli, write_class, results as _results, row_count as _count, state as _state
 
 STUDENTS = 14
 
@@ -22,17 +19,7 @@ def _grade(submissions, db, out, **popen):
 @pytest.fixture(scope="module")
 def submissions(course, tmp_path_factory):
     """A class for exercise 01: correct, each pitfall, stub, broken."""
-    exercise = course.exercise("01")
-    sources = [(REPO_ROOT / "solutions" / exercise.folder / exercise.module).read_text(),
-               (REPO_ROOT / "exercises" / exercise.folder / exercise.module).read_text(),
-               "def softmax(x, dim=-1)\n    return x\n",
-               *(v.source for v in load_variants(exercise, REPO_ROOT).values())]
-    root = tmp_path_factory.mktemp("class")
-    for i in range(STUDENTS):
-        folder = root / f"s{i:02d}" / exercise.folder
-        folder.mkdir(parents=True)
-        (folder / exercise.module).write_text(sources[i % len(sources)])
-    return root
+    return write_class(course, tmp_path_factory.mktemp("class"), STUDENTS)
 
 
 @pytest.fixture(scope="module")
