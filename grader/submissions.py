@@ -32,6 +32,7 @@ from grader.notebooks import NotebookError, extract_module
 MAX_MODULE_BYTES = 1 << 20          # a module larger than 1 MiB is not a solution
 MAX_ARCHIVE_BYTES = 64 << 20        # total unpacked size of one student's zip
 MAX_ARCHIVE_MEMBERS = 5000
+EXERCISE_FOLDER_RE = re.compile(r"^\d\d_")
 STUDENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
 
 
@@ -152,7 +153,8 @@ def _not_found(tree: Path, exercise: Exercise, limit: int = 10_000) -> str:
     a missing exercise."""
     seen = 0
     for dirpath, dirnames, filenames in os.walk(tree):
-        dirnames.sort()
+        # Other exercises' folders hold copies of earlier modules (06 ships 05's): not a misplaced file.
+        dirnames[:] = sorted(d for d in dirnames if not EXERCISE_FOLDER_RE.match(d))
         seen += len(dirnames) + len(filenames)
         if exercise.module in filenames or f"{exercise.folder}.ipynb" in filenames:
             name = exercise.module if exercise.module in filenames else f"{exercise.folder}.ipynb"
