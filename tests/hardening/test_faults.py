@@ -78,15 +78,16 @@ def test_kill_9_of_a_sandbox_worker_changes_no_grade(submissions, uninterrupted,
     db = tmp_path / "grades.db"
     run = grade_cli(submissions, db, tmp_path / "out", start_new_session=True)
     _wait_for_rows(run, db, rng.randrange(0, STUDENTS - 2))
-    kill_server = rng.random() < 0.5
-    while run.poll() is None:  # the grader's child is the fork-server; its children are the sandboxed runs
+    kill_server, killed = rng.random() < 0.5, False
+    while run.poll() is None and not killed:  # the grader's child is the fork-server; its children are the sandboxed runs
         servers = children(run.pid)
         victims = servers if kill_server else [pid for server in servers for pid in children(server)]
         if victims:
             os.kill(victims[0], signal.SIGKILL)
-            break
+            killed = True
         time.sleep(0.002)
     output = run.communicate(timeout=600)[0]
+    assert killed, "the grader finished before a sandbox process could be killed"
     assert run.returncode == 0, output
     assert results(db) == uninterrupted  # the killed run was graded again, not recorded as a crash
     _no_duplicates(db)
