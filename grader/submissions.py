@@ -18,6 +18,7 @@ no absolute paths, no ``..``, no links, bounded sizes.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import shutil
 import stat
@@ -31,6 +32,7 @@ from grader.notebooks import NotebookError, extract_module
 MAX_MODULE_BYTES = 1 << 20          # a module larger than 1 MiB is not a solution
 MAX_ARCHIVE_BYTES = 64 << 20        # total unpacked size of one student's zip
 MAX_ARCHIVE_MEMBERS = 5000
+EXERCISE_FOLDER_RE = re.compile(r"^\d\d_")
 STUDENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
 
 
@@ -144,6 +146,26 @@ def _find_module(tree: Path, exercise: Exercise, root: Path = REPO_ROOT) -> Path
     return module
 
 
+def _not_found(tree: Path, exercise: Exercise, limit: int = 10_000) -> str:
+    """"not submitted", saying where a file named like the module sits when
+    the student's layout is one the grader does not know (bounded walk,
+    links not followed), so the instructor can tell a wrong folder from
+    a missing exercise."""
+    seen = 0
+    for dirpath, dirnames, filenames in os.walk(tree):
+        # Other exercises' folders hold copies of earlier modules (06 ships 05's): not a misplaced file.
+        dirnames[:] = sorted(d for d in dirnames if not EXERCISE_FOLDER_RE.match(d))
+        seen += len(dirnames) + len(filenames)
+        if exercise.module in filenames or f"{exercise.folder}.ipynb" in filenames:
+            name = exercise.module if exercise.module in filenames else f"{exercise.folder}.ipynb"
+            found = (Path(dirpath) / name).relative_to(tree).as_posix()
+            return (f"not submitted: found {found}, but the grader looks for "
+                    f"{exercise.folder}/{exercise.module} (put the file in a folder named {exercise.folder})")
+        if seen > limit:
+            break
+    return "not submitted"
+
+
 def _prepare(exercise: Exercise, module: Path, target: Path, course: Course, root: Path) -> ExerciseSubmission:
     if module.is_symlink() or not module.is_file():
         return ExerciseSubmission(exercise, None, "", f"{module.name} is not a regular file")
@@ -192,7 +214,7 @@ def collect(submissions_dir: Path, course: Course, exercises: list[Exercise], wo
         for exercise in exercises:
             module = _find_module(tree, exercise, root) if tree is not None else None
             if module is None:
-                reason = "; ".join(submission.problems) if tree is None else "not submitted"
+                reason = "; ".join(submission.problems) if tree is None else _not_found(tree, exercise)
                 submission.exercises[exercise.id] = ExerciseSubmission(exercise, None, "", reason)
             else:
                 target = workdir / "prepared" / student / exercise.folder

@@ -1,10 +1,14 @@
-import pytest
+import sys
+from pathlib import Path
 
-from grader.course import REPO_ROOT
-from grader.pitfalls import load_variants
+import pytest
 
 from grader.course import load_course
 from grader.selftest import check_exercises
+
+# tests/classrun.py (helpers for end-to-end `grader grade` runs) is imported
+# as `classrun` from tests in any folder below this one.
+sys.path.insert(0, str(Path(__file__).parent))
 
 
 @pytest.fixture(scope="session")
@@ -20,21 +24,10 @@ def selftest_reports(course, tmp_path_factory):
     return {report.exercise.id: report for report in reports}
 
 
-CLASS_SIZE = 14
-
-
 @pytest.fixture(scope="session")
 def submissions(course, tmp_path_factory):
-    """A class of CLASS_SIZE students for exercise 01: correct, stub, broken, each pitfall
-    (tests/test_grading.py, tests/test_dask_executor.py)."""
-    exercise = course.exercise("01")
-    sources = [(REPO_ROOT / "solutions" / exercise.folder / exercise.module).read_text(),
-               (REPO_ROOT / "exercises" / exercise.folder / exercise.module).read_text(),
-               "def softmax(x, dim=-1)\n    return x\n",
-               *(v.source for v in load_variants(exercise, REPO_ROOT).values())]
-    root = tmp_path_factory.mktemp("class")
-    for i in range(CLASS_SIZE):
-        folder = root / f"s{i:02d}" / exercise.folder
-        folder.mkdir(parents=True)
-        (folder / exercise.module).write_text(sources[i % len(sources)])
-    return root
+    """A class of CLASS_SIZE students for exercise 01: correct, stub, broken,
+    each pitfall (tests/test_grading.py, tests/test_dask_executor.py)."""
+    from classrun import CLASS_SIZE, write_class
+
+    return write_class(course, tmp_path_factory.mktemp("class"), CLASS_SIZE)

@@ -3,54 +3,21 @@ half-way loses nothing: rerunning completes the same gradebook as a run
 that was never interrupted."""
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
 
 import pytest
 
+from classrun import CLASS_SIZE, grade_cli
+from classrun import children as _children, results as _results, row_count as _count, state as _state
 from grader.course import REPO_ROOT
-from grader.gradebook import Gradebook
 
-STUDENTS = 14   # conftest.CLASS_SIZE: the `submissions` class lives in conftest.py
+STUDENTS = CLASS_SIZE  # the `submissions` class lives in conftest.py
 
 
 def _grade(submissions, db, out, **popen):
-    cmd = [sys.executable, "-m", "grader", "grade", str(submissions), "-e", "01", "--jobs", "2",
-           "--db", str(db), "--out", str(out)]
-    return subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **popen)
-
-
-def _results(db):
-    with Gradebook(db) as book:
-        assert book.integrity_problems() == []
-        return {(r.key.student, r.key.exercise, r.key.content_hash): (r.points, r.status, r.reason, r.verdicts)
-                for r in book.records(book_version(db))}
-
-
-def book_version(db):
-    return sqlite3.connect(db).execute("SELECT DISTINCT course_version FROM results").fetchone()[0]
-
-
-def _children(pid):
-    with open(f"/proc/{pid}/task/{pid}/children") as fh:
-        return [int(child) for child in fh.read().split()]
-
-
-def _state(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return "gone"
-
-
-def _count(db):
-    try:
-        return sqlite3.connect(db, timeout=1).execute("SELECT COUNT(*) FROM results").fetchone()[0]
-    except sqlite3.DatabaseError:
-        return 0
+    return grade_cli(submissions, db, out, **popen)
 
 
 @pytest.fixture(scope="module")

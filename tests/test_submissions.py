@@ -100,3 +100,13 @@ def test_odd_student_folder_names_are_reported(tmp_path, course, softmax_only):
     (tmp_path / "subs" / "notes.txt").mkdir()
     found = _grade_tree(tmp_path, course, softmax_only)
     assert "not a usable student id" in found["bad name;rm -rf"].problems[0]
+
+
+def test_unknown_layout_says_where_the_module_was_found(tmp_path, course, softmax_only):
+    (tmp_path / "subs" / "gina" / "hw" / "ex1").mkdir(parents=True)
+    (tmp_path / "subs" / "gina" / "hw" / "ex1" / "softmax.py").write_text(MODULE)
+    (tmp_path / "subs" / "hal" / "06_multihead").mkdir(parents=True)  # another exercise's folder: not misplaced
+    (tmp_path / "subs" / "hal" / "06_multihead" / "softmax.py").write_text(MODULE)
+    found = _grade_tree(tmp_path, course, softmax_only)
+    assert "found hw/ex1/softmax.py" in found["gina"].exercises["01"].problem
+    assert found["hal"].exercises["01"].problem == "not submitted"
