@@ -9,4 +9,8 @@ if [ ! -x .venv/bin/python ]; then
 fi
 # torch is pinned to 2.13.0 in pyproject.toml: a CPU build of exactly that
 # version is on the course machines (pip's find-links).
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+# The grep drops pip's notes about index folders that this machine's pip
+# configuration names but does not have; everything else still shows.
+set -o pipefail
+.venv/bin/python -m pip install --quiet --disable-pip-version-check -e '.[dev]' 2>&1 \
+    | { grep -v "^WARNING: Location '.*' is ignored" || true; }
