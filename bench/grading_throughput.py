@@ -12,9 +12,10 @@ one that crashes at import, one that hangs), then measures:
 - nbgrader: `nbgrader autograde` of the same code as notebooks, on a sample
   (each notebook starts a kernel that imports torch).
 
-The baselines run on samples because they are slow; their throughput is
-per submission and is compared with ours per submission. A hanging
-submission costs each side its timeout.
+The baselines run on samples because they are slow: one student of each
+kind (correct, each variant, stub, crash, hang), the same mix as the class,
+so their time per submission compares with ours. A hanging submission
+costs each side its timeout; `--no-hang` shows the cost without them.
 """
 from __future__ import annotations
 
@@ -37,15 +38,16 @@ HANG = "import time\n\n\ndef {name}(*args, **kwargs):\n    time.sleep(3600)\n"
 CRASH = "raise RuntimeError('left over from my notebook')\n"
 
 
-def make_class(course, exercises, n: int, out: Path) -> list[dict[str, str]]:
+def make_class(course, exercises, n: int, out: Path, hang: bool = True) -> tuple[list[dict[str, str]], int]:
     """N students; student i hands in, for each exercise, kind i of:
-    reference, each variant, stub, crash at import, hang."""
+    reference, each variant, stub, crash at import, hang. Returns the
+    students and the number of kinds (students 0..kinds-1 are one of each)."""
     kinds = []
     for exercise in exercises:
         reference = (REPO / "solutions" / exercise.folder / exercise.module).read_text()
         stub = (REPO / "exercises" / exercise.folder / exercise.module).read_text()
         variants = [v.source for v in load_variants(exercise, REPO).values()]
-        pool = [reference, reference, *variants, stub, CRASH, HANG.format(name=exercise.symbols[0])]
+        pool = [reference, reference, *variants, stub, CRASH, *([HANG.format(name=exercise.symbols[0])] if hang else [])]
         kinds.append((exercise, pool))
     students = []
     for i in range(n):
@@ -57,7 +59,7 @@ def make_class(course, exercises, n: int, out: Path) -> list[dict[str, str]]:
             (folder / exercise.module).write_text(source)
             files[exercise.id] = source
         students.append(files)
-    return students
+    return students, max(len(pool) for _, pool in kinds)
 
 
 def time_ours(subs: Path, exercises, timeout: float, work: Path) -> float:
@@ -73,16 +75,10 @@ def time_ours(subs: Path, exercises, timeout: float, work: Path) -> float:
     return elapsed
 
 
-def spread(students: list, sample: int) -> list:
-    """``sample`` students evenly spread over the class, so that a sample
-    meets the same mix of correct, wrong, crashing and hanging code."""
-    return [students[round(i * len(students) / sample)] for i in range(sample)]
-
-
 def time_pytest(students, exercises, sample: int, timeout: float, work: Path) -> float:
     """Seconds per submission: a fresh pytest per student over the exercises' public tests."""
     total = 0.0
-    for i, files in enumerate(spread(students, sample)):
+    for i, files in enumerate(students[:sample]):
         tree = work / f"pytest{i}"
         for exercise in exercises:
             shutil.copytree(REPO / "exercises" / exercise.folder, tree / exercise.folder)
@@ -123,7 +119,7 @@ def time_nbgrader(course, students, exercises, sample: int, timeout: float, work
     (course_dir / "nbgrader_config.py").write_text(
         (course_dir / "nbgrader_config.py").read_text() + f"\nc.ExecutePreprocessor.timeout = {int(timeout)}\n")
     run("-m", "nbgrader", "generate_assignment", assignment.id, "--force")
-    for i, files in enumerate(spread(students, sample)):
+    for i, files in enumerate(students[:sample]):
         target = course_dir / "submitted" / f"student{i:03d}" / assignment.id
         target.mkdir(parents=True)
         for exercise in exercises:
@@ -143,20 +139,27 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=100, help="submissions (students)")
     parser.add_argument("-e", "--exercise", action="append", help="exercise ids (default: 01)")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds per submission and exercise")
-    parser.add_argument("--pytest-sample", type=int, default=10)
-    parser.add_argument("--nbgrader-sample", type=int, default=4)
+    parser.add_argument("--pytest-sample", type=int, help="default: one student of each kind")
+    parser.add_argument("--nbgrader-sample", type=int, help="default: one student of each kind")
+    parser.add_argument("--no-hang", action="store_true", help="leave the hanging kind out of the class")
     args = parser.parse_args()
     course = load_course()
     exercises = [course.exercise(i) for i in (args.exercise or ["01"])]
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         work = Path(tmp)
-        students = make_class(course, exercises, args.n, work / "subs")
+        students, kinds = make_class(course, exercises, args.n, work / "subs", hang=not args.no_hang)
+        # The first `kinds` students are one of each kind, as the class is:
+        # a sample of them meets the same mix (hangs included) as ours.
+        pytest_sample = min(args.pytest_sample or kinds, args.n)
+        nbgrader_sample = min(args.nbgrader_sample or kinds, args.n)
         ours_s = time_ours(work / "subs", exercises, args.timeout, work)
-        pytest_s = time_pytest(students, exercises, min(args.pytest_sample, args.n), args.timeout, work)
-        nbgrader_s = time_nbgrader(course, students, exercises, min(args.nbgrader_sample, args.n), args.timeout, work)
+        pytest_s = time_pytest(students, exercises, pytest_sample, args.timeout, work)
+        nbgrader_s = time_nbgrader(course, students, exercises, nbgrader_sample, args.timeout, work)
     per_min = 60 * args.n / ours_s
     label = "+".join(e.id for e in exercises)
-    print(f"{args.n} submissions of exercise(s) {label}, timeout {args.timeout:g} s, 2 jobs")
+    mix = "no hanging code" if args.no_hang else "1 in 8 hangs"
+    print(f"{args.n} submissions of exercise(s) {label} ({mix}), timeout {args.timeout:g} s, 2 jobs;"
+          f" baselines on {pytest_sample} / {nbgrader_sample} students, one of each kind")
     print(f"  grader grade:          {ours_s:7.1f} s in all   {per_min:8.1f} submissions/min")
     print(f"  fresh pytest each:     {pytest_s:7.2f} s each   {60 / pytest_s:8.1f} submissions/min"
           f"   -> ours is {per_min / (60 / pytest_s):.1f}x")

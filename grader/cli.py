@@ -275,8 +275,31 @@ app.add_typer(exam_app, name="exam")
 
 
 # ---------------------------------------------------------------- exports (issue 9)
-export_app = typer.Typer(help="Export the course to other graders.", no_args_is_help=True)
+export_app = typer.Typer(help="Export grades for an LMS, or the course to other graders.", no_args_is_help=True)
 app.add_typer(export_app, name="export")
+
+
+@export_app.command("csv")
+def export_csv(
+    out: Path = typer.Argument(..., dir_okay=False, help="The CSV file to write."),
+    db: Path = typer.Option(Path("grades.db"), "--db", exists=True, dir_okay=False, help="The gradebook."),
+    wide: bool = typer.Option(False, "--wide", help="One row per student, one column per exercise, and a total."),
+    course: Path = CourseOption,
+) -> None:
+    """Grades from the gradebook for LMS upload (the newest result of each
+    student and exercise for this course version)."""
+    from grader.gradebook import Gradebook, GradebookError
+    from grader.report.exports import write_grades_csv, write_wide_csv
+
+    try:
+        loaded = load_course(course, check_files=False)
+        with Gradebook(db) as book:
+            records = list(book.records(loaded.course.version))
+    except (CourseError, GradebookError) as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from exc
+    (write_wide_csv(records, out, loaded) if wide else write_grades_csv(records, out))
+    typer.echo(f"{out}: {len({r.key.student for r in records})} students, {len(records)} results")
 
 
 @export_app.command("gradescope")

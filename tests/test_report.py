@@ -80,3 +80,19 @@ def test_pages_render_in_chromium_without_console_errors(records, tmp_path, cour
         assert shot.stat().st_size > 20_000, "the screenshot is (nearly) blank"
         console = [line for line in run.stderr.splitlines() if "CONSOLE" in line or "Uncaught" in line]
         assert not console, console
+
+
+def test_export_csv_for_an_lms(records, tmp_path, course):
+    from typer.testing import CliRunner
+
+    from grader.cli import app
+
+    db = tmp_path / "grades.db"  # the `records` fixture wrote it
+    result = CliRunner().invoke(app, ["export", "csv", str(tmp_path / "wide.csv"), "--db", str(db), "--wide"])
+    assert result.exit_code == 0, result.output
+    rows = list(csv.reader(open(tmp_path / "wide.csv", encoding="utf-8")))
+    assert rows[0][0] == "student" and rows[0][-1] == "total" and len(rows[0]) == len(course.exercises) + 2
+    bob = next(row for row in rows if row[0] == "bob")
+    assert bob[1] == "5" and bob[3] == "0" and bob[-1] == "5"
+    result = CliRunner().invoke(app, ["export", "csv", str(tmp_path / "long.csv"), "--db", str(db)])
+    assert result.exit_code == 0 and "3 students, 4 results" in result.output

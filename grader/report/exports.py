@@ -21,6 +21,20 @@ def write_grades_csv(records: list[Record], path: Path) -> None:
             writer.writerow([r.key.student, r.key.exercise, _points(r.points), _points(r.max_points), r.status])
 
 
+def write_wide_csv(records: list[Record], path: Path, course) -> None:
+    """student, one column per exercise of the course, total: the shape most
+    LMS gradebook imports expect."""
+    points: dict[str, dict[str, float]] = {}
+    for r in records:
+        points.setdefault(r.key.student, {})[r.key.exercise] = r.points
+    exercises = [e.id for e in course.exercises]
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(["student", *(f"{e.id} {e.slug} ({e.points:g})" for e in course.exercises), "total"])
+        for student, row in sorted(points.items()):
+            writer.writerow([student, *(_points(row.get(e, 0.0)) for e in exercises), _points(sum(row.values()))])
+
+
 def write_results_json(records: list[Record], path: Path) -> None:
     """Every result with its checks: id, passed, points, message, pitfall ids."""
     data = [
