@@ -12,6 +12,7 @@ import torch
 from coursekit.probes import causal_attention as probe
 from grader.checks import CheckPlan, tensors_close
 from grader.checks import causal_attention as checks
+from probecalls import run_probe
 
 REFERENCE = Path(__file__).resolve().parents[1] / "solutions" / "05_causal_attention"
 
@@ -24,11 +25,6 @@ def reference():
     finally:
         sys.path.remove(str(REFERENCE))
         sys.modules.pop("causal_attention", None)
-
-
-def _run(module, call):
-    name, function = call.probe.split(":")
-    return getattr(importlib.import_module(name), function)(module, **call.kwargs)
 
 
 def test_calls_are_reproducible_and_unique_ids():
@@ -44,7 +40,7 @@ def test_reference_agrees_with_itself(reference):
     plan = CheckPlan.build(checks.CHECKS)
     for check in plan.checks:
         for call in plan.calls[plan.slices[check.id]]:
-            result = _run(reference, call)
+            result = run_probe(reference, call)
             assert check.compare(result, result) is None, check.id
 
 

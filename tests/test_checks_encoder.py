@@ -4,7 +4,6 @@ for the references (else those checks would compare nothing useful), and
 ``trees_close`` says why trees differ."""
 from __future__ import annotations
 
-import importlib
 
 import pytest
 import torch
@@ -14,6 +13,7 @@ from grader.checks import CheckPlan, checks_for
 from grader.checks.encoder import trees_close
 from grader.course import REPO_ROOT, load_course
 from grader.submissions import assemble
+from probecalls import run_probe, same
 
 
 @pytest.fixture(scope="module")
@@ -25,21 +25,11 @@ def _plan(course, exercise_id: str) -> CheckPlan:
     return CheckPlan.build(checks_for(course.exercise(exercise_id)))
 
 
-def _same(a: object, b: object) -> bool:
-    if isinstance(a, torch.Tensor):
-        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
-    if isinstance(a, dict):
-        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)):
-        return type(a) is type(b) and len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
-    return a == b
-
-
 @pytest.mark.parametrize("exercise_id", ["09", "10"])
 def test_plans_are_deterministic(course, exercise_id):
     first, second = _plan(course, exercise_id), _plan(course, exercise_id)
     assert [c.probe for c in first.calls] == [c.probe for c in second.calls]
-    assert all(_same(a.kwargs, b.kwargs) for a, b in zip(first.calls, second.calls))
+    assert all(same(a.kwargs, b.kwargs) for a, b in zip(first.calls, second.calls))
     assert 20 <= len(first.calls) <= 60  # a few dozen small calls per submission
 
 
@@ -51,8 +41,7 @@ def test_reference_has_every_property(course, exercise_id, tmp_path):
     behaviours = [c for c in _plan(course, exercise_id).calls if c.probe.endswith("_behaviour")]
     assert behaviours
     for call in behaviours:
-        module_name, function = call.probe.split(":")
-        result = getattr(importlib.import_module(module_name), function)(reference, **call.kwargs)
+        result = run_probe(reference, call)
         flags = {k: v for k, v in result.items() if k != "shape"}
         assert all(flags.values()), (call.kwargs["config"], flags)
 

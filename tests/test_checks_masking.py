@@ -3,7 +3,6 @@ hidden inputs are reproducible, every probe call runs on the reference, and
 the device probe tells GPU-ready code from CPU-only code."""
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
 
 import pytest
@@ -14,6 +13,7 @@ from coursekit.probes import masking as probes
 from grader.checks import CheckPlan
 from grader.checks.masking import CHECKS, _devices_agree
 from grader.course import REPO_ROOT
+from probecalls import run_probe, same
 
 
 @pytest.fixture(scope="module")
@@ -21,28 +21,17 @@ def reference() -> ModuleType:
     return load_module(REPO_ROOT / "solutions" / "03_masking", "attention.py")
 
 
-def _same(a: object, b: object) -> bool:
-    if isinstance(a, torch.Tensor):
-        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
-    if isinstance(a, dict):
-        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)):
-        return type(a) is type(b) and len(a) == len(b) and all(map(_same, a, b))
-    return a == b
-
-
 def test_hidden_inputs_are_reproducible_and_few() -> None:
     first, second = CheckPlan.build(CHECKS), CheckPlan.build(CHECKS)
     assert len(first.calls) <= 80  # a few dozen small calls per submission
-    assert all(a.probe == b.probe and _same(a.kwargs, b.kwargs) for a, b in zip(first.calls, second.calls))
+    assert all(a.probe == b.probe and same(a.kwargs, b.kwargs) for a, b in zip(first.calls, second.calls))
 
 
 def test_every_call_runs_on_the_reference_and_agrees_with_itself(reference: ModuleType) -> None:
     plan = CheckPlan.build(CHECKS)
     for check in plan.checks:
         for call in plan.calls[plan.slices[check.id]]:
-            module_name, function = call.probe.split(":")
-            value = getattr(importlib.import_module(module_name), function)(reference, **call.kwargs)
+            value = run_probe(reference, call)
             assert check.compare(value, value) is None, check.id
 
 

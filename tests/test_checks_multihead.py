@@ -5,7 +5,6 @@ reference, and a correct solution written differently from the reference
 and contiguous().view) passes every check."""
 from __future__ import annotations
 
-import importlib
 import shutil
 from pathlib import Path
 from types import ModuleType
@@ -17,6 +16,7 @@ from coursekit.loader import load_module
 from grader.checks import CheckPlan
 from grader.checks.multihead import CHECKS, _close
 from grader.course import REPO_ROOT
+from probecalls import run_probe, same
 
 SOLUTION = REPO_ROOT / "solutions" / "06_multihead" / "multihead.py"
 GIVEN = REPO_ROOT / "exercises" / "06_multihead" / "causal_attention.py"  # shipped beside the module
@@ -77,21 +77,6 @@ class MultiHeadAttention(nn.Module):
 '''
 
 
-def _run(module: ModuleType, call) -> object:
-    module_name, function = call.probe.split(":")
-    return getattr(importlib.import_module(module_name), function)(module, **call.kwargs)
-
-
-def _same(a: object, b: object) -> bool:
-    if isinstance(a, torch.Tensor):
-        return isinstance(b, torch.Tensor) and a.dtype == b.dtype and torch.equal(a, b)
-    if isinstance(a, dict):
-        return isinstance(b, dict) and a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
-    if isinstance(a, (list, tuple)):
-        return type(a) is type(b) and len(a) == len(b) and all(map(_same, a, b))
-    return a == b
-
-
 def _load(folder: Path, source: str) -> ModuleType:
     folder.mkdir()
     shutil.copy(GIVEN, folder)
@@ -107,14 +92,14 @@ def plan() -> CheckPlan:
 def test_hidden_inputs_are_reproducible_and_few(plan: CheckPlan) -> None:
     again = CheckPlan.build(CHECKS)
     assert len(plan.calls) <= 80  # a few dozen small calls per submission
-    assert all(a.probe == b.probe and _same(a.kwargs, b.kwargs) for a, b in zip(plan.calls, again.calls))
+    assert all(a.probe == b.probe and same(a.kwargs, b.kwargs) for a, b in zip(plan.calls, again.calls))
 
 
 def test_every_call_runs_on_the_reference_and_agrees_with_itself(plan: CheckPlan, tmp_path: Path) -> None:
     reference = _load(tmp_path / "reference", SOLUTION.read_text(encoding="utf-8"))
     for check in plan.checks:
         for call in plan.calls[plan.slices[check.id]]:
-            value = _run(reference, call)
+            value = run_probe(reference, call)
             assert check.compare(value, value) is None, check.id
 
 
@@ -129,11 +114,11 @@ def test_a_differently_written_correct_solution_passes_every_check(plan: CheckPl
                                                                     source: str) -> None:
     assert FUNCTIONAL_DROPOUT != ANOTHER_CORRECT_SOLUTION  # the replacement found its text
     reference = _load(tmp_path / "reference", SOLUTION.read_text(encoding="utf-8"))
-    expected = [_run(reference, call) for call in plan.calls]
+    expected = [run_probe(reference, call) for call in plan.calls]
     other = _load(tmp_path / "other", source)
     for check in plan.checks:
         for index in range(plan.slices[check.id].start, plan.slices[check.id].stop):
-            assert check.compare(_run(other, plan.calls[index]), expected[index]) is None, check.id
+            assert check.compare(run_probe(other, plan.calls[index]), expected[index]) is None, check.id
 
 
 def test_missing_outputs_must_be_missing_on_both_sides() -> None:
