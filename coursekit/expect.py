@@ -146,3 +146,18 @@ def no_forbidden_calls(module: ModuleType, *, advice: str) -> None:
     uses = forbidden_uses(module, list(exercise.get("forbidden", [])))
     that(not uses, what=f"uses of {', '.join(exercise.get('forbidden', []))} in {Path(module.__file__).name}",
          expected=f"none: {advice}", actual=", ".join(f"{u['name']} on line {u['line']}" for u in uses))
+
+
+def layer_stack(info: dict, *, owner: str, layer_class: str, n: int) -> None:
+    """A stack keeps ``n`` separate ``layer_class`` objects in an
+    nn.ModuleList named ``layers`` (``info``: a structure probe's result with
+    ``hidden_lists`` and ``layers``)."""
+    __tracebackhide__ = True
+    modules_registered(info["hidden_lists"], what=f"the layers of {owner}")
+    layers = info["layers"] or {"type": "(no attribute `layers`)"}
+    equal(layers.get("type"), "ModuleList", what=f"type of {owner}.layers",
+          pitfalls=["plain-list-layers"] if layers.get("type") in ("list", "tuple") else [])
+    equal((layers["length"], layers["classes"]), (n, [layer_class]), what=f"(len, classes) of {owner}.layers")
+    that(layers["distinct"] == n, what=f"the {n} layers of {owner}",
+         expected=f"{n} separate {layer_class} objects, each with its own weights",
+         actual=f"only {layers['distinct']} distinct object(s): `[layer] * n` repeats one layer")

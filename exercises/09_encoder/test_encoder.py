@@ -175,15 +175,7 @@ def test_uses_no_torch_encoder(student):
 
 def test_encoder_layers_are_registered(student):
     info = encoder_structure(student, {"num_layers": 3, **LAYER})
-    expect.modules_registered(info["hidden_lists"], what="the layers of Encoder(3, 8, 2, 16)")
-    layers = info["layers"] or {"type": "(no attribute `layers`)"}
-    expect.equal(layers.get("type"), "ModuleList", what="type of Encoder(3, ...).layers",
-                 pitfalls=["plain-list-layers"] if layers.get("type") in ("list", "tuple") else [])
-    expect.equal((layers["length"], layers["classes"]), (3, ["EncoderLayer"]),
-                 what="(len, classes) of Encoder(3, ...).layers")
-    expect.that(layers["distinct"] == 3, what="the 3 layers of Encoder(3, ...)",
-                expected="3 separate EncoderLayer objects, each with its own weights",
-                actual=f"only {layers['distinct']} distinct object(s): `[layer] * n` repeats one layer")
+    expect.layer_stack(info, owner="Encoder(3, 8, 2, 16)", layer_class="EncoderLayer", n=3)
 
 
 def test_encoder_matches_stacked_torch_layers(student):

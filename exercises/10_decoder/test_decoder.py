@@ -220,15 +220,7 @@ def test_uses_no_torch_decoder(student):
 
 def test_decoder_layers_are_registered(student):
     info = decoder_structure(student, {"num_layers": 3, **LAYER})
-    expect.modules_registered(info["hidden_lists"], what="the layers of Decoder(3, 8, 2, 16)")
-    layers = info["layers"] or {"type": "(no attribute `layers`)"}
-    expect.equal(layers.get("type"), "ModuleList", what="type of Decoder(3, ...).layers",
-                 pitfalls=["plain-list-layers"] if layers.get("type") in ("list", "tuple") else [])
-    expect.equal((layers["length"], layers["classes"]), (3, ["DecoderLayer"]),
-                 what="(len, classes) of Decoder(3, ...).layers")
-    expect.that(layers["distinct"] == 3, what="the 3 layers of Decoder(3, ...)",
-                expected="3 separate DecoderLayer objects, each with its own weights",
-                actual=f"only {layers['distinct']} distinct object(s): `[layer] * n` repeats one layer")
+    expect.layer_stack(info, owner="Decoder(3, 8, 2, 16)", layer_class="DecoderLayer", n=3)
 
 
 def test_decoder_matches_stacked_torch_layers(student):
