@@ -17,7 +17,7 @@ from grader.gradebook import Gradebook, GradebookError
 from grader.grading import grade_class
 from grader.judge import GraderError, Judge
 from grader.report import write_grades_csv, write_html_report, write_results_json
-from grader.sandbox import Limits, Sandbox
+from grader.sandbox import Limits, Sandbox, SandboxError
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_GRADER_BROKEN, EXIT_GRADEBOOK = 0, 2, 3, 4
 
@@ -77,7 +77,7 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
     except GradebookError as exc:
         console.print(f"gradebook error: {exc}", markup=False)
         return EXIT_GRADEBOOK
-    except GraderError as exc:
+    except (GraderError, SandboxError) as exc:
         console.print(f"the grader cannot grade: {exc}", markup=False)
         return EXIT_GRADER_BROKEN
     for submission in run.submissions:

@@ -12,6 +12,7 @@ import os
 import pickle
 import signal
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -220,6 +221,69 @@ def test_a_dead_fork_server_is_replaced_on_the_next_run(tmp_path):
         os.kill(old, signal.SIGKILL)
         result = box.run(folder, "submission", [call("double", 2)])
         assert (result.status, result.calls[0].value) == ("ok", 4) and box.info()["pid"] != old
+
+
+@pytest.mark.slow
+def test_runs_in_flight_when_the_fork_server_dies_fail_alone(tmp_path):
+    """With several grading threads on one server, its death fails only the
+    runs it was serving; no thread's run on the restarted server is failed
+    by another thread noticing the old one's death."""
+    folder = module(tmp_path, NORMAL)
+    errors: list[BaseException] = []
+    statuses: list[str] = []
+    stop = threading.Event()
+
+    def work() -> None:
+        while not stop.is_set():
+            try:
+                statuses.append(box.run(folder, "submission", [call("double", 1)]).status)
+            except BaseException as exc:  # noqa: BLE001 - the test reports any of them
+                errors.append(exc)
+                return
+
+    with Sandbox(LIMITS) as box:
+        box.run(folder, "submission", [])
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for _ in range(4):
+            oks = statuses.count("ok")
+            while statuses.count("ok") < oks + 4 and not errors:  # the server restarted and is serving
+                time.sleep(0.05)
+            os.kill(box.info()["pid"], signal.SIGKILL)
+        stop.set()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert statuses.count("ok") > 0 and box.run(folder, "submission", [call("double", 2)]).status == "ok"
+
+
+@pytest.mark.slow
+def test_a_fork_server_killed_while_starting_is_started_again(tmp_path):
+    folder = module(tmp_path, NORMAL)
+    before = set(_children(os.getpid()))
+    killed: list[int] = []
+
+    def kill_the_first_new_server() -> None:
+        deadline = time.monotonic() + 30
+        while not killed and time.monotonic() < deadline:
+            for pid in set(_children(os.getpid())) - before:
+                os.kill(pid, signal.SIGKILL)  # long before it has imported torch and said "ready"
+                killed.append(pid)
+            time.sleep(0.001)
+
+    killer = threading.Thread(target=kill_the_first_new_server)
+    killer.start()
+    with Sandbox(LIMITS) as box:
+        result = box.run(folder, "submission", [call("double", 2)])
+        killer.join()
+        assert killed and box.info()["pid"] not in killed
+    assert (result.status, result.calls[0].value) == ("ok", 4)
+
+
+def _children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as fh:
+        return [int(child) for child in fh.read().split()]
 
 
 def test_no_calls_still_imports_the_module(sandbox, tmp_path):

@@ -35,6 +35,10 @@ _START_TIMEOUT_S = 180.0   # import torch + warm-up, on a loaded laptop
 _CONTROL_TIMEOUT_S = 60.0
 
 
+class _KilledAtStart(Exception):
+    """The fork-server was killed from outside before it said it was ready."""
+
+
 class SandboxError(Exception):
     """The sandbox itself failed (the fork-server did not start or died)."""
 
@@ -72,7 +76,11 @@ class Sandbox:
         self._root_dir: str | None = None
         self._layers: dict[str, str] = {}
         self._warned = False
-        self._dead: set[int] = set()  # fds of control sockets whose server hung up
+        # Control sockets whose server hung up, and the socket each run's
+        # request went to: with --jobs N several threads share one server, and
+        # a server's death must fail only its own runs, never a restarted one's.
+        self._dead: set[socket.socket] = set()
+        self._sent_to: dict[int, socket.socket] = {}
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -107,47 +115,55 @@ class Sandbox:
         """The control socket of a running fork-server, started if needed."""
         with self._lock:
             if self._ctl is not None and self._proc is not None and self._proc.poll() is None \
-                    and self._ctl.fileno() not in self._dead:
+                    and self._ctl not in self._dead:
                 return self._ctl
             if not syscalls.LINUX:
                 raise SandboxError("the sandbox needs Linux (namespaces, Landlock, seccomp)")
-            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-            env = {k: v for k, v in os.environ.items() if k in _ENV_KEEP or k.startswith(("OMP_", "GOMP_"))}
-            env["PYTHONDONTWRITEBYTECODE"] = "1"
-            # libgomp's workers spin while they wait; with many short children on
-            # few cores the spinning starves the others: on 2 busy cores the first
-            # 2-thread op in a child took 23-29 ms spinning, 0.9 ms passive.
-            env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
             try:
-                proc = subprocess.Popen(
-                    [sys.executable, "-s", "-m", "grader.sandbox.server", "--fd", str(theirs.fileno())],
-                    pass_fds=[theirs.fileno()], cwd=policy.REPO_ROOT, env=env, stdin=subprocess.DEVNULL,
-                    stdout=subprocess.DEVNULL, start_new_session=True)
-            finally:
-                theirs.close()
-            ours.settimeout(_START_TIMEOUT_S)
-            try:
-                ready = json.loads(ours.recv(1 << 20) or b"{}")
-            except (OSError, ValueError) as exc:
-                ready = {"op": "error", "error": str(exc)}
-            if ready.get("op") != "ready":
-                proc.kill()
-                proc.wait()
-                ours.close()
-                raise SandboxError(f"the sandbox fork-server did not start: {ready.get('error', 'no reply')}")
-            ours.settimeout(None)
-            self._info = ready
-            read = policy.read_paths(ready["sys_path"], self._allow_read)
-            if self._root_dir is not None:  # a server that died: its mount point is free again
-                shutil.rmtree(self._root_dir, ignore_errors=True)
-            self._root_dir = tempfile.mkdtemp(prefix="sandbox-root-", dir=self._scratch_root)
-            config = {"root": self._root_dir, "read": read, "devices": list(policy.DEVICES),
-                      "limits": vars(self.limits), "uid": self._uid, "gid": self._gid, "disable": self._disable}
-            ours.sendall(json.dumps({"op": "configure", "config": config}).encode())
-            self._dead.discard(ours.fileno())
-            self._proc, self._ctl = proc, ours
-            threading.Thread(target=self._dispatch, args=(ours,), daemon=True, name="sandbox-dispatch").start()
-            return ours
+                return self._start_server()
+            except _KilledAtStart:  # kill -9 or the OOM killer while it imported torch: once more
+                return self._start_server()
+
+    def _start_server(self) -> socket.socket:
+        """Start a fork-server and configure it; the caller holds ``_lock``."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        env = {k: v for k, v in os.environ.items() if k in _ENV_KEEP or k.startswith(("OMP_", "GOMP_"))}
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        # libgomp's workers spin while they wait; with many short children on
+        # few cores the spinning starves the others: on 2 busy cores the first
+        # 2-thread op in a child took 23-29 ms spinning, 0.9 ms passive.
+        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-s", "-m", "grader.sandbox.server", "--fd", str(theirs.fileno())],
+                pass_fds=[theirs.fileno()], cwd=policy.REPO_ROOT, env=env, stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL, start_new_session=True)
+        finally:
+            theirs.close()
+        ours.settimeout(_START_TIMEOUT_S)
+        try:
+            ready = json.loads(ours.recv(1 << 20) or b"{}")
+        except (OSError, ValueError) as exc:
+            ready = {"op": "error", "error": str(exc)}
+        if ready.get("op") != "ready":
+            proc.kill()
+            killed = proc.wait() == -signal.SIGKILL and "error" not in ready
+            ours.close()
+            if killed:
+                raise _KilledAtStart()
+            raise SandboxError(f"the sandbox fork-server did not start: {ready.get('error', 'no reply')}")
+        ours.settimeout(None)
+        self._info = ready
+        read = policy.read_paths(ready["sys_path"], self._allow_read)
+        if self._root_dir is not None:  # a server that died: its mount point is free again
+            shutil.rmtree(self._root_dir, ignore_errors=True)
+        self._root_dir = tempfile.mkdtemp(prefix="sandbox-root-", dir=self._scratch_root)
+        config = {"root": self._root_dir, "read": read, "devices": list(policy.DEVICES),
+                  "limits": vars(self.limits), "uid": self._uid, "gid": self._gid, "disable": self._disable}
+        ours.sendall(json.dumps({"op": "configure", "config": config}).encode())
+        self._proc, self._ctl = proc, ours
+        threading.Thread(target=self._dispatch, args=(ours,), daemon=True, name="sandbox-dispatch").start()
+        return ours
 
     def _dispatch(self, ctl: socket.socket) -> None:
         """Route the server's replies to the runs waiting for them."""
@@ -162,15 +178,21 @@ class Sandbox:
             waiter = self._waiters.get(message.get("id"))
             if waiter is not None:
                 waiter.put(message)
-        self._dead.add(ctl.fileno())
-        for waiter in list(self._waiters.values()):
-            waiter.put({"op": "dead"})
+        self._dead.add(ctl)
+        for run_id, waiter in list(self._waiters.items()):
+            if self._sent_to.get(run_id) is ctl:
+                waiter.put({"op": "dead", "server": ctl})
 
-    def _forget_server(self) -> None:
-        """Drop a fork-server that stopped answering, so the next call starts one."""
+    def _forget_server(self, failed: socket.socket | None) -> None:
+        """Drop the fork-server behind ``failed`` if it is still the current
+        one, so the next call starts a fresh one (another thread may have
+        started that already: it is kept)."""
         with self._lock:
+            if failed is None or self._ctl is not failed:
+                return
             proc, ctl = self._proc, self._ctl
             self._proc = self._ctl = None
+            self._dead.discard(ctl)
         if proc is not None:
             proc.kill()
             proc.wait()
@@ -182,10 +204,15 @@ class Sandbox:
             ctl.close()
 
     def _send(self, message: dict, fds: Sequence[int] = ()) -> bool:
-        """Send to the running server (a reap or release never starts a new
-        one: a server that died took its children with it)."""
-        ctl = self._server() if message["op"] == "run" else self._ctl
-        if ctl is None:
+        """Send to the server of this run (a run starts one if needed; a reap
+        or release goes to the run's own server: one that died took its
+        children with it)."""
+        run_id = message["id"]
+        if message["op"] == "run":
+            ctl = self._sent_to[run_id] = self._server()
+        else:
+            ctl = self._sent_to.get(run_id)
+        if ctl is None or ctl in self._dead:
             return False
         with self._send_lock:
             try:
@@ -197,17 +224,25 @@ class Sandbox:
     def _request(self, run_id: int, message: dict, fds: Sequence[int] = ()) -> dict:
         if not self._send(message, fds):
             return {"op": "dead"}
-        try:
-            return self._waiters[run_id].get(timeout=_CONTROL_TIMEOUT_S)
-        except queue.Empty:
-            return {"op": "dead"}
+        server = self._sent_to.get(run_id)
+        deadline = time.monotonic() + _CONTROL_TIMEOUT_S
+        while True:
+            try:
+                reply = self._waiters[run_id].get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                return {"op": "dead"}
+            if reply.get("op") == "dead" and reply.get("server") is not server:
+                continue  # the death of the server an earlier try of this run went to
+            return reply
 
     # -- runs -----------------------------------------------------------------
 
     def layers(self) -> dict[str, str]:
         """Layer name -> "active" or "missing: reason", as the last run's
         child reported them (a trivial run is made when none has run yet)."""
-        if not self._layers:
+        for _ in range(3):  # a try killed from outside (kill -9, OOM) reports nothing
+            if self._layers:
+                break
             with tempfile.TemporaryDirectory(prefix="sandbox-layers-") as folder:
                 os.chmod(folder, 0o755)
                 Path(folder, "empty_module.py").write_text("")
@@ -255,7 +290,7 @@ class Sandbox:
         try:
             reply = self._request(run_id, {"op": "run", "id": run_id, "spec": spec}, child_ends)
             if reply.get("op") == "dead":  # the server died since the last run: one fresh try
-                self._forget_server()
+                self._forget_server(self._sent_to.get(run_id))
                 reply = self._request(run_id, {"op": "run", "id": run_id, "spec": spec}, child_ends)
             for fd in child_ends:
                 os.close(fd)
@@ -286,6 +321,7 @@ class Sandbox:
                 except OSError:
                     pass
             del self._waiters[run_id]
+            self._sent_to.pop(run_id, None)
             shutil.rmtree(run_dir, ignore_errors=True)
         result = state.result(wait, wall_s=time.monotonic() - started)
         if state.layers:
