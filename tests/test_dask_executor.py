@@ -75,3 +75,25 @@ def test_worker_killed_mid_run_loses_nothing(course, submissions, local_book, tm
     assert killed
     assert run.graded == len(run.keys) == len(local_book)
     assert _book(tmp_path / "grades.db") == local_book
+
+
+def test_tasks_travel_in_small_batches_of_one_exercise():
+    """A Dask task grades a batch: about four per worker, at most max_batch,
+    never two exercises in one (each batch ships one exercise's references)."""
+    from types import SimpleNamespace
+
+    from grader.gradebook import Key
+    from grader.grading import Task
+
+    class TwoWorkers:
+        def scheduler_info(self):
+            return {"workers": {"tcp://a": {}, "tcp://b": {}}}
+
+    tasks = [Task(Key(f"s{i:03d}", exercise, "hash", "v"), None, SimpleNamespace())
+             for exercise, n in (("01", 200), ("03", 20), ("06", 1)) for i in range(n)]
+    executor = DaskExecutor(TwoWorkers(), REPO_ROOT / "course.yaml", Limits(60, 60, 1024, 64, 1), max_batch=16)
+    batches = list(executor._batches(tasks))
+    assert sorted((t.key for b in batches for t in b), key=str) == sorted((t.key for t in tasks), key=str)
+    assert all(len({t.key.exercise for t in b}) == 1 for b in batches)
+    sizes = {ex: [len(b) for b in batches if b[0].key.exercise == ex] for ex in ("01", "03", "06")}
+    assert sizes == {"01": [16] * 12 + [8], "03": [3] * 6 + [2], "06": [1]}

@@ -1,7 +1,8 @@
 """Sandboxed grading on a Dask cluster (``grader grade --executor dask``).
 
-Tasks are (submission, exercise). Each task carries the prepared module
-folder's files (a few KiB), so workers need no access to the coordinator's
+The unit of work is (submission, exercise); a Dask task grades a small
+batch of them (see ``DaskExecutor``). Each carries the prepared module
+folders' files (a few KiB each), so workers need no access to the coordinator's
 disk, only to the course files (``course.yaml``, ``solutions/``, the hidden
 checks) at the same path. Each worker process keeps one judge and one
 sandbox fork-server, created lazily by its first task (``_worker_judge``).
@@ -57,12 +58,17 @@ def reference_task(course_path: str, limits: Limits, exercise_id: str) -> tuple[
     return judge.expected(exercise, workdir / "judge"), judge.variant_results(exercise, workdir / "judge")
 
 
-def grade_task(course_path: str, limits: Limits, exercise_id: str, files: dict[str, bytes] | None,
-               references: tuple[RunResult, dict[str, RunResult]]) -> ExerciseResult:
-    """Grade one submitted exercise (``files``: its prepared folder; None: missing)."""
+def grade_batch(course_path: str, limits: Limits, exercise_id: str, batch: list[dict[str, bytes] | None],
+                references: tuple[RunResult, dict[str, RunResult]]) -> list[ExerciseResult]:
+    """Grade a few submitted exercises, one after the other (each entry: its
+    prepared folder's files; None: not submitted)."""
     judge, workdir = _worker_judge(course_path, limits)
     exercise = judge.course.exercise(exercise_id)
     judge.adopt_references(exercise, *references)
+    return [_grade_files(judge, exercise, files, workdir) for files in batch]
+
+
+def _grade_files(judge: Judge, exercise: Exercise, files: dict[str, bytes] | None, workdir: Path) -> ExerciseResult:
     if files is None:
         return judge.grade(exercise, None, workdir / "judge")
     folder = workdir / "tasks" / uuid.uuid4().hex
@@ -86,13 +92,22 @@ class DaskExecutor:
 
     ``retries``: how often a task that raised is run again (a task whose
     worker died is rescheduled by the scheduler on its own, up to its
-    ``allowed-failures``)."""
+    ``allowed-failures``).
 
-    def __init__(self, client, course_path: Path, limits: Limits, *, retries: int = 2):
+    Each Dask task grades a batch of up to ``max_batch`` submissions of one
+    exercise: per task the scheduler, the worker and this process exchange
+    several messages, which on a small machine cost as much as a sandboxed
+    run (1000 single-submission tasks on 2 cores: +20-28% over local
+    threads). Batches stay small enough that every worker gets several, and
+    a worker lost mid-batch costs only that batch's rerun: its results are
+    recorded when the batch comes back, so none is lost or recorded twice."""
+
+    def __init__(self, client, course_path: Path, limits: Limits, *, retries: int = 2, max_batch: int = 16):
         self.client = client
         self.course_path = str(Path(course_path).resolve())
         self.limits = limits
         self.retries = retries
+        self.max_batch = max(1, max_batch)
         self._run = uuid.uuid4().hex[:8]        # task keys of two runs on one cluster never meet
         self._references: dict[str, object] = {}
 
@@ -108,16 +123,27 @@ class DaskExecutor:
         from distributed import as_completed
 
         futures = {}
-        for task in tasks:
-            key = task.key
+        for batch in self._batches(tasks):
+            first = batch[0].key
             future = self.client.submit(
-                grade_task, self.course_path, self.limits, key.exercise, _folder_files(task.part.folder),
-                self._references[key.exercise], retries=self.retries,
-                key=f"grade-{self._run}-{key.student}-{key.exercise}-{key.content_hash[:16]}")
-            futures[future] = task
+                grade_batch, self.course_path, self.limits, first.exercise,
+                [_folder_files(task.part.folder) for task in batch], self._references[first.exercise],
+                retries=self.retries, key=f"grade-{self._run}-{first.exercise}-{first.student}-{len(batch)}")
+            futures[future] = batch
         for future in as_completed(futures):
-            yield futures[future], future.result()
+            yield from zip(futures[future], future.result(), strict=True)
             future.release()
+
+    def _batches(self, tasks: list[Task]) -> Iterator[list[Task]]:
+        """The tasks of each exercise in batches, about four per worker."""
+        workers = max(1, len(self.client.scheduler_info().get("workers", {})))
+        by_exercise: dict[str, list[Task]] = {}
+        for task in tasks:
+            by_exercise.setdefault(task.key.exercise, []).append(task)
+        for group in by_exercise.values():
+            size = min(self.max_batch, max(1, -(-len(group) // (4 * workers))))
+            for start in range(0, len(group), size):
+                yield group[start:start + size]
 
 
 @contextmanager
