@@ -132,11 +132,11 @@ def grade(
     only when the grader could not do its job."""
     from grader.session import run_grading
 
-    if exam:  # exams write their own results (grader/exams/session.py), not the gradebook yet
+    if exam:  # into the same gradebook; the exam's own files as well (grader/exams/session.py)
         from grader.exams.session import run_exam_grading
 
         raise typer.Exit(run_exam_grading(exam, submissions, out=out, course_path=course, jobs=jobs,
-                                          timeout=timeout, memory=memory))
+                                          timeout=timeout, memory=memory, db=db))
 
     raise typer.Exit(run_grading(submissions, out=out, db=db, jobs=jobs, timeout=timeout, memory=memory,
                                  assignment=assignment, exercise_ids=exercise or [], course_path=course,
@@ -298,6 +298,9 @@ def export_csv(
     except (CourseError, GradebookError) as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from exc
+    from grader.exams.records import is_exam_part
+
+    records = [r for r in records if not is_exam_part(loaded, r.key.exercise)]  # an exam counts once, by its total
     (write_wide_csv(records, out, loaded) if wide else write_grades_csv(records, out))
     typer.echo(f"{out}: {len({r.key.student for r in records})} students, {len(records)} results")
 

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from grader.course import CourseError, load_course
+from grader.exams.records import recorded_exam_stats
 from grader.gradebook import Gradebook, GradebookError
 from grader.grading import grade_class
 from grader.judge import GraderError, Judge
@@ -74,6 +75,7 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
                 run = grade_class(course, exercises, submissions, gradebook, judge, Path(workdir), jobs=jobs,
                                   executor=runner, on_result=advance, root=root, on_plan=lambda n: progress.update(bar, total=n))
             records = [r for r in (gradebook.get(k) for k in run.keys) if r is not None]
+            exams = recorded_exam_stats(course, list(gradebook.records(course.course.version)))
     except GradebookError as exc:
         console.print(f"gradebook error: {exc}", markup=False)
         return EXIT_GRADEBOOK
@@ -87,7 +89,7 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
         out.mkdir(parents=True, exist_ok=True)
         write_grades_csv(records, out / "grades.csv")
         write_results_json(records, out / "results.json")
-        index = write_html_report(course, records, out / "report")
+        index = write_html_report(course, records, out / "report", exam_stats=exams)
     except OSError as exc:
         console.print(f"cannot write the reports to {out}: {exc.strerror} ({exc.filename})", markup=False)
         return EXIT_GRADEBOOK

@@ -21,6 +21,7 @@ from grader.exams.questions import answer_keys
 from grader.exams.report import write_exam_outputs
 from grader.exams.stats import exam_stats
 from grader.exams.timing import METADATA_FILE, read_manifest
+from grader.gradebook import Gradebook
 
 SECRET = b"test-secret-not-for-real-exams-0123"
 STUDENTS = [f"s{i:03d}" for i in range(30)]
@@ -91,10 +92,11 @@ def graded(course, midterm, built, roster_file, tmp_path_factory):
     # The collection system's export: a zip has no metadata file of its own.
     stamps = tmp_path_factory.mktemp("stamps") / "timestamps.csv"
     stamps.write_text(f"student_id,submitted_at\ns025,{(due - timedelta(minutes=1)).isoformat()}\n")
-    started = time.perf_counter()
-    run = grade_exam(course, midterm, subs, secret=SECRET, root=REPO_ROOT, workdir=tmp_path_factory.mktemp("work"),
-                     roster=read_roster(roster_file), manifest=read_manifest(stamps, midterm))
-    return run, {r.student: r for r in run.results}, time.perf_counter() - started
+    db = tmp_path_factory.mktemp("book") / "grades.db"
+    with Gradebook(db) as book:
+        run = grade_exam(course, midterm, subs, secret=SECRET, root=REPO_ROOT, workdir=tmp_path_factory.mktemp("work"),
+                         roster=read_roster(roster_file), manifest=read_manifest(stamps, midterm), gradebook=book)
+    return run, {r.student: r for r in run.results}, db
 
 
 def _shown(course, exam, variant, question_id):
@@ -240,25 +242,31 @@ def test_outputs_and_report(graded, course, tmp_path):
     assert len(data["results"]) == 30 and not data["code_graded"]
 
 
-def test_build_and_answer_grading_of_30_students_are_fast(built, graded):
-    (_, _, build_s), (_, _, grade_s) = built, graded
-    assert build_s + grade_s < 15, f"build {build_s:.1f} s, grading {grade_s:.1f} s"
+def test_the_gradebook_holds_each_students_exam_total(graded, course, midterm):
+    run, results, db = graded
+    with Gradebook(db) as book:
+        rows = {r.key.student: r for r in book.records(course.course.version) if r.key.exercise == "midterm"}
+    assert set(rows) == set(STUDENTS)
+    assert {s: (r.points, r.max_points) for s, r in rows.items()} == \
+        {s: (results[s].points, results[s].max_points) for s in STUDENTS}
+    assert rows["s027"].status == "late" and rows["s028"].status == "not_submitted" and rows["s000"].status == "graded"
 
 
-def test_the_class_report_can_show_exam_statistics(graded, course, midterm):
-    from jinja2 import Environment, PackageLoader
+def test_the_class_report_shows_the_exam_recorded_in_the_gradebook(graded, course, midterm, tmp_path):
+    """The statistics rebuilt from grades.db are the run's own, and
+    `grader grade`'s class report (write_html_report) shows them."""
+    from grader.exams.records import exam_results, recorded_exam_stats
+    from grader.report import write_html_report
 
-    run, _, _ = graded
-    env = Environment(loader=PackageLoader("grader.report", "templates"), autoescape=True)
-    env.filters.update(pct=lambda x: f"{100 * x:.0f}%", pts=lambda x: f"{x:g}")
-    html = env.get_template("index.html").render(course=course, exercises=[], students={}, totals={}, max_total=1,
-                                                 check_rows=[], pitfalls=[], hints={}, figures={"histogram": "",
-                                                 "exercises": "", "pitfalls": ""}, status_text={},
-                                                 exam_stats=[exam_stats(course, midterm, run.results)])
-    assert "Exam: Midterm: attention" in html and "sqrt-dk-why" in html
-    without = env.get_template("index.html").render(course=course, exercises=[], students={}, totals={}, max_total=1,
-                                                    check_rows=[], pitfalls=[], hints={}, figures={"histogram": "",
-                                                    "exercises": "", "pitfalls": ""}, status_text={})
+    run, _, db = graded
+    with Gradebook(db) as book:
+        records = list(book.records(course.course.version))
+    assert exam_stats(course, midterm, exam_results(course, midterm, records)) == exam_stats(course, midterm, run.results)
+    index = write_html_report(course, records, tmp_path / "report", exam_stats=recorded_exam_stats(course, records))
+    html = index.read_text(encoding="utf-8")
+    assert "Exam: Midterm: attention" in html and "sqrt-dk-why" in html and "Questions, most missed first" in html
+    assert "Checks, hardest first" not in html                       # no exercise was graded into this gradebook
+    without = write_html_report(course, [], tmp_path / "plain").read_text(encoding="utf-8")
     assert "Exam:" not in without
 
 

@@ -15,6 +15,7 @@ from grader.course import REPO_ROOT, load_course  # noqa: E402
 from grader.exams.checks import checks_for_exam  # noqa: E402
 from grader.exams.grading import grade_exam  # noqa: E402
 from grader.exams.variants import make_variant  # noqa: E402
+from grader.gradebook import Gradebook  # noqa: E402
 from grader.pitfalls import load_variants  # noqa: E402
 from grader.sandbox import CallResult, Limits, RunResult, Sandbox  # noqa: E402
 
@@ -118,13 +119,27 @@ def test_exam_code_in_the_real_sandbox(course, midterm, tmp_path):
     subs = tmp_path / "subs"
     _submit(subs, "s042", [("03_masking", "attention.py", (REPO_ROOT / "solutions/03_masking/attention.py").read_text()),
                            ("06_multihead", "multihead.py", (REPO_ROOT / "solutions/06_multihead/multihead.py").read_text())])
-    with Sandbox(Limits(**course.grading.model_dump())) as sandbox:
-        run = grade_exam(course, midterm, subs, secret=SECRET, root=REPO_ROOT, workdir=tmp_path / "work", sandbox=sandbox)
-    (result,) = run.results
-    assert result.code_points == 70, {k: [v for v in e["verdicts"] if not v["passed"]] for k, e in result.exercises.items()}
-    check_ids = {v["check_id"] for v in result.exercises["03"]["verdicts"]}
-    assert {"03-exam-causal-heads", "03-exam-padded-keys"} <= check_ids
-    assert {c.id for c in checks_for(course.exercise("03"))} <= check_ids
+    db = tmp_path / "grades.db"
+    with Sandbox(Limits(**course.grading.model_dump())) as sandbox, Gradebook(db) as book:
+        run = grade_exam(course, midterm, subs, secret=SECRET, root=REPO_ROOT, workdir=tmp_path / "work",
+                         sandbox=sandbox, gradebook=book)
+        (result,) = run.results
+        assert result.code_points == 70, {k: [v for v in e["verdicts"] if not v["passed"]] for k, e in result.exercises.items()}
+        check_ids = {v["check_id"] for v in result.exercises["03"]["verdicts"]}
+        assert {"03-exam-causal-heads", "03-exam-padded-keys"} <= check_ids
+        assert {c.id for c in checks_for(course.exercise("03"))} <= check_ids
+
+        # Grades are never lost: a rerun (after a crash, say) grades only the
+        # part the gradebook lacks, and keeps the rest as recorded.
+        recorded = {r.key.exercise: r for r in book.records(course.course.version)}
+        assert set(recorded) == {"midterm", "midterm/03", "midterm/06"}
+        book._db.execute("DELETE FROM results WHERE exercise = 'midterm/06'")
+        again = grade_exam(course, midterm, subs, secret=SECRET, root=REPO_ROOT, workdir=tmp_path / "work2",
+                           sandbox=sandbox, gradebook=book)
+        assert again.resumed == 1 and again.results[0].to_dict() == result.to_dict()
+        now = {r.key.exercise: r for r in book.records(course.course.version)}
+        assert now["midterm/03"] == recorded["midterm/03"]             # not graded again
+        assert now["midterm/06"].graded_at > recorded["midterm/06"].graded_at
 
 
 def test_grader_grade_exam(tmp_path, monkeypatch):
@@ -138,10 +153,18 @@ def test_grader_grade_exam(tmp_path, monkeypatch):
     monkeypatch.setenv("GRADER_EXAM_SECRET", SECRET.decode())
     (tmp_path / "subs" / "s007").mkdir(parents=True)
     (tmp_path / "subs" / "s007" / "answers.yaml").write_text("qkv-output-values: values\n")
-    result = CliRunner().invoke(app, ["grade", str(tmp_path / "subs"), "--exam", "midterm", "--out", str(tmp_path / "out")])
+    db = str(tmp_path / "grades.db")
+    result = CliRunner().invoke(app, ["grade", str(tmp_path / "subs"), "--exam", "midterm", "--out", str(tmp_path / "out"),
+                                      "--db", db])
     assert result.exit_code == 0, result.output
     assert "answers and code" in result.output
     (graded,) = json.loads((tmp_path / "out" / "results.json").read_text())["results"]
     assert graded["code_graded"] and graded["max_points"] == 70 + graded["question_max"]
     assert graded["question_points"] == 2 and graded["code_points"] == 0
     assert {e["status"] for e in graded["exercises"].values()} == {"not_submitted"}
+    # In the gradebook; the LMS export counts the exam once, by its total.
+    exported = CliRunner().invoke(app, ["export", "csv", str(tmp_path / "wide.csv"), "--wide", "--db", db])
+    assert exported.exit_code == 0, exported.output
+    header, row = (tmp_path / "wide.csv").read_text().splitlines()
+    assert header.endswith(f"midterm ({graded['max_points']:g}),total") and "midterm/" not in header
+    assert row == "s007," + ",".join(["0"] * 11) + f",{graded['points']:g},{graded['points']:g}"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -99,6 +99,7 @@ class ExamRun:
     results: list[ExamResult]
     code_graded: bool
     problems: list[str] = field(default_factory=list)
+    resumed: int = 0                   # exam exercises taken from the gradebook, not graded again
 
 
 def collect_exam(submissions_dir: Path, workdir: Path) -> dict[str, ExamSubmission]:
@@ -127,37 +128,63 @@ def collect_exam(submissions_dir: Path, workdir: Path) -> dict[str, ExamSubmissi
 
 
 def _grade_code(course: Course, exam: Exam, submissions_dir: Path, variants: dict[str, Variant], sandbox,
-                workdir: Path, root: Path, jobs: int) -> dict[str, dict[str, dict]]:
-    """Per student, per exercise: the hidden checks of the student's variant."""
+                workdir: Path, root: Path, jobs: int, book=None, resumed: list | None = None) -> dict[str, dict[str, dict]]:
+    """Per student, per exercise: the hidden checks of the student's variant.
+
+    With a gradebook (``book``), parts already recorded are taken from it and
+    each student's new parts are recorded as soon as the student is done
+    (by this thread: the gradebook is not shared across threads)."""
     from grader.exams.checks import variant_judge
+    from grader.exams.records import part_from_record, part_key, record_part
     from grader.submissions import collect
 
     exercises = [course.exercise(item.id).model_copy(update={"points": item.points}) for item in exam.exercises]
     submissions = {s.student: s for s in collect(submissions_dir, course, exercises, workdir / "code", root)}
-
-    def grade_student(student: str) -> tuple[str, dict[str, dict]]:
-        judge = variant_judge(course, sandbox, root, variants[student])
-        results = {}
+    results: dict[str, dict[str, dict]] = {student: {} for student in variants}
+    todo: dict[str, list[tuple]] = {}
+    resumed = [] if resumed is None else resumed
+    for student in sorted(variants):
         for exercise in exercises:
             part = submissions[student].exercises.get(exercise.id) if student in submissions else None
+            key = part_key(course, exam, exercise.id, variants[student], part.content_hash if part else None)
+            recorded = book.get(key) if book is not None else None
+            if recorded is not None:
+                results[student][exercise.id] = part_from_record(recorded)
+                resumed.append(key)
+            else:
+                todo.setdefault(student, []).append((exercise, part, key))
+
+    def grade_student(student: str) -> tuple[str, list[tuple]]:
+        judge = variant_judge(course, sandbox, root, variants[student])
+        graded = []
+        for exercise, part, key in todo[student]:
             result = judge.grade(exercise, part.folder if part else None, workdir / "judge" / student)
-            results[exercise.id] = {"points": result.points, "max_points": result.max_points, "status": result.status,
-                                    "reason": (part.problem if part else "") or result.reason,
-                                    "verdicts": [v.to_dict() for v in result.verdicts]}
-        return student, results
+            graded.append((exercise.id, key, {
+                "points": result.points, "max_points": result.max_points, "status": result.status,
+                "reason": (part.problem if part else "") or result.reason,
+                "verdicts": [v.to_dict() for v in result.verdicts]}))
+        return student, graded
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        return dict(pool.map(grade_student, sorted(variants)))
+        for future in as_completed([pool.submit(grade_student, student) for student in todo]):
+            student, graded = future.result()
+            for exercise_id, key, part in graded:
+                if book is not None:
+                    record_part(book, key, part)
+                results[student][exercise_id] = part
+    return results
 
 
 def grade_exam(course: Course, exam: Exam, submissions_dir: Path, *, secret: bytes, root: Path, workdir: Path,
                roster: list[RosterEntry] | None = None, manifest: dict[str, Stamp] | None = None,
-               sandbox=None, jobs: int = 1,
+               sandbox=None, jobs: int = 1, gradebook=None,
                on_result: Callable[[ExamResult], None] | None = None) -> ExamRun:
     """Grade every student of the roster (and anyone else who submitted).
 
     Without ``sandbox`` only the questions are graded (``ExamRun.code_graded``
-    is False and the code points count neither way)."""
+    is False and the code points count neither way). With ``gradebook``
+    (a ``grader.gradebook.Gradebook``) every result is recorded there and a
+    rerun grades only what is not recorded yet (grader/exams/records.py)."""
     submissions = collect_exam(submissions_dir, workdir)
     extra = {entry.student: entry.extra_time_min for entry in roster or []}
     students = list(dict.fromkeys([*(e.student for e in roster or []), *sorted(submissions)]))
@@ -165,7 +192,9 @@ def grade_exam(course: Course, exam: Exam, submissions_dir: Path, *, secret: byt
     variants = {s: make_variant(course, exam, s, secret) for s in students}
     keys = answer_keys(course, exam, list(variants.values()), root)
     code_graded = sandbox is not None and bool(exam.exercises)
-    code = _grade_code(course, exam, submissions_dir, variants, sandbox, workdir, root, jobs) if code_graded else {}
+    resumed: list = []
+    code = _grade_code(course, exam, submissions_dir, variants, sandbox, workdir, root, jobs,
+                       gradebook, resumed) if code_graded else {}
     code_max = sum(item.points for item in exam.exercises)
     results = []
     for student in students:
@@ -188,6 +217,10 @@ def grade_exam(course: Course, exam: Exam, submissions_dir: Path, *, secret: byt
                             assess(exam, stamp, extra.get(student, 0.0)), problems,
                             code_graded=code_graded, code_max=code_max, submitted=submission.entry is not None)
         results.append(result)
+        if gradebook is not None:
+            from grader.exams.records import record_total
+
+            record_total(gradebook, course, exam, result, variants[student])
         if on_result is not None:
             on_result(result)
-    return ExamRun(exam, results, code_graded=code_graded, problems=run_problems)
+    return ExamRun(exam, results, code_graded=code_graded, problems=run_problems, resumed=len(resumed))

@@ -52,12 +52,19 @@ def _pitfalls_per_student(rows: dict[str, Record]) -> set[str]:
     return {p for r in rows.values() for v in r.verdicts if not v["passed"] for p in v["pitfalls"][:1]}
 
 
-def write_html_report(course: Course, records: list[Record], out: Path) -> Path:
-    """Write the class overview and the students' pages; return index.html."""
+def write_html_report(course: Course, records: list[Record], out: Path, *,
+                      exam_stats: list[dict] | None = None) -> Path:
+    """Write the class overview and the students' pages; return index.html.
+
+    ``records``: exercise results (exam rows are left out: an exam shows in
+    the overview through ``exam_stats``, grader/exams/stats.py)."""
+    from grader.exams.records import is_exam_row
+
     out.mkdir(parents=True, exist_ok=True)
     (out / "students").mkdir(exist_ok=True)
     (out / "img").mkdir(exist_ok=True)
     env = _environment()
+    records = [r for r in records if not is_exam_row(course, r.key.exercise)]
     students = _by_student(records)
     exercise_ids = sorted({r.key.exercise for r in records})
     exercises = [course.exercise(i) for i in exercise_ids]
@@ -84,12 +91,13 @@ def write_html_report(course: Course, records: list[Record], out: Path) -> Path:
         "exercises": plots.pass_rates([e.folder for e in exercises], [exercise_rate[e.id] for e in exercises],
                                       out / "img" / "exercises.png", "mean score (%)"),
         "pitfalls": plots.pitfall_counts(pitfall_students, out / "img" / "pitfalls.png"),
-    }
+    } if records else {}
     hints = {p.id: p.hint for p in course.pitfalls}
     index = env.get_template("index.html").render(
         course=course, exercises=exercises, students=students, totals=totals, max_total=max_total,
         check_rows=check_rows, pitfalls=pitfall_students.most_common(), hints=hints, figures=figures,
         status_text=STATUS_TEXT, pages={student: page_name(student) for student in students},
+        exam_stats=exam_stats or [],
     )
     (out / "index.html").write_text(index, encoding="utf-8")
 
