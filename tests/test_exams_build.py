@@ -289,7 +289,7 @@ def test_cli_variant_build_and_grade(tmp_path, monkeypatch):
     (subs / "abc" / "answers.yaml").write_text(yaml.safe_dump({q: a for q, a in variant["answers"].items()
                                                                 if "|" not in a and "," not in a}))
     result = runner.invoke(app, ["exam", "grade", "midterm", str(subs), "--answers-only", "--out", str(tmp_path / "g"),
-                                 "--roster", str(tmp_path / "abc.csv")])
+                                 "--roster", str(tmp_path / "abc.csv"), "--db", str(tmp_path / "grades.db")])
     assert result.exit_code == 0, result.output
     assert "graded 1 student(s) (answers only)" in result.output
     assert json.loads((tmp_path / "g" / "results.json").read_text())["results"][0]["question_points"] > 0
