@@ -63,3 +63,21 @@ def test_compare_rejects_a_tensor_subclass_that_claims_equality():
 def test_values_mismatch_names_index_and_size():
     mismatch = compare_tensors(torch.tensor([0.0, 0.5, 0.0]), torch.zeros(3))
     assert mismatch.index == (1,) and mismatch.max_abs_diff == pytest.approx(0.5)
+
+
+def test_a_misspelled_function_gets_one_line_not_a_traceback(tmp_path):
+    """pytest exercises/01_softmax on a module whose function is misspelled."""
+    import shutil
+    import subprocess
+    import sys
+
+    from grader.course import REPO_ROOT
+
+    folder = tmp_path / "01_softmax"
+    shutil.copytree(REPO_ROOT / "exercises" / "01_softmax", folder)
+    (folder / "softmax.py").write_text("def softmx(x, dim=-1):\n    return x\n", encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "pytest", str(folder), "-p", "coursekit.pytest_plugin",
+                           "-p", "no:cacheprovider", "-x"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stdout
+    assert "softmax.py defines no 'softmax'" in done.stdout and "softmax.py 中没有 'softmax'" in done.stdout
+    assert "AttributeError" not in done.stdout                  # no traceback into the probe library
