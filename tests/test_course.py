@@ -71,6 +71,24 @@ def test_assignment_with_unknown_exercise_is_named(course_copy):
     assert where.startswith("assignments[0].exercises[") and "'42'" in message
 
 
+def test_a_shipped_solution_from_the_same_assignment_is_refused(course_copy):
+    """06 ships 05's reference: with both in assignment 1, students would
+    get 05's solution while 05 is still due."""
+    tmp_path, data = course_copy
+    data["assignments"][0]["exercises"].append("06")
+    data["assignments"][1]["exercises"].remove("06")
+    (where, message), = _problems(tmp_path, data)
+    assert where == "exercises[5].ships[0]" and "'05' is in assignment 'attention'" in message
+    assert "before its deadline" in message
+
+
+def test_an_exercise_in_two_assignments_is_named(course_copy):
+    tmp_path, data = course_copy
+    data["assignments"][1]["exercises"].append("01")
+    (where, message), = _problems(tmp_path, data)
+    assert where == "assignments[1].exercises[3]" and "already in assignment 'attention'" in message
+
+
 def test_invalid_error_pattern_is_named(course_copy):
     tmp_path, data = course_copy
     data["pitfalls"][0]["error_patterns"] = ["(unclosed"]
