@@ -202,6 +202,30 @@ def test_cli_build_with_nbgrader(tmp_path, monkeypatch):
     assert (tmp_path / "out" / "abc" / "06_multihead" / "test_variant.py").is_file()
 
 
+def test_answers_and_time_come_from_the_students_own_nbgrader_assignment(built, course, midterm, tmp_path):
+    """nbgrader's collected layout, answers only: the student's own
+    `midterm-<student>/` is read (not another assignment collected beside it),
+    its timestamp.txt is the submission time, someone else's is flagged."""
+    from grader.exams.grading import grade_exam
+
+    base, variants, _ = built
+    keys = answer_keys(course, midterm, [variants["s001"]], REPO_ROOT)["s001"]
+    submitted = tmp_path / "submitted"
+    own = submitted / "s001" / "midterm-s001"
+    shutil.copytree(base / "nb" / "source" / "midterm-s001", own)
+    (own / "answers.yaml").write_text(yaml.safe_dump(solved(keys)), encoding="utf-8")
+    (own / "timestamp.txt").write_text("2026-04-20 02:58:30.123456 UTC")     # 09:00+08:00 + 120 min = 03:00 UTC
+    shutil.copytree(base / "nb" / "source" / "midterm-s001", submitted / "s001" / "attention")   # a decoy: the template
+    shutil.copytree(own, submitted / "s002" / "midterm-s001")
+    run = grade_exam(course, midterm, submitted, secret=SECRET, root=REPO_ROOT, workdir=tmp_path / "work")
+    results = {r.student: r for r in run.results}
+    ours = results["s001"]
+    assert ours.question_points == ours.question_max > 0, ours.problems
+    assert ours.lateness.source == "nbgrader" and not ours.lateness.flagged
+    assert ours.lateness.submitted_at == "2026-04-20T02:58:30.123456+00:00"
+    assert any("midterm-s001, not midterm-s002" in p for p in results["s002"].problems)
+
+
 # ---------------------------------------------------------------- the real thing
 
 @pytest.mark.slow
