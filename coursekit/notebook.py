@@ -18,12 +18,19 @@ tests only need the ``student`` fixture, ``parametrize`` and the
 pytest plugin reports them (what was checked, expected, got, and the hints
 of matching pitfalls in English and Chinese).
 
+An exam's tests (``test_variant.py``) also take the ``variant`` fixture: the
+student's sizes and public seed. An exam notebook passes them
+(``PublicTests(..., variant={...})``, in its read-only cell); otherwise they
+come from ``variant.json`` in the current directory, which is the notebook's
+folder when Jupyter or nbgrader runs it.
+
 Nothing here is secret: it ships to students with the rest of coursekit.
 """
 from __future__ import annotations
 
 import inspect
 import itertools
+import json
 import linecache
 import re
 import tempfile
@@ -42,6 +49,11 @@ from coursekit.expect import ProbeFailure
 _IPYTHON_NAMES = {"In", "Out", "get_ipython", "exit", "quit", "_", "__", "___", "_ih", "_oh", "_dh", "__builtins__"}
 # IPython's history aliases: _i, _ii, _iii, _i7 (inputs) and _7 (outputs).
 _IPYTHON_ALIAS_RE = re.compile(r"^_(i{1,3}|i\d+|\d+)$")
+VARIANT_FILE = "variant.json"
+
+
+class FixtureError(Exception):
+    """A fixture the notebook provides could not be made; the message says why."""
 
 
 class PublicTestFailed(AssertionError):
@@ -167,11 +179,13 @@ def _short_traceback(exc: BaseException) -> str:
 class PublicTests:
     """The public tests of one exercise, defined from their source."""
 
-    def __init__(self, *, exercise: str, module: str, symbols: list[str], files: dict[str, str], course: dict):
+    def __init__(self, *, exercise: str, module: str, symbols: list[str], files: dict[str, str], course: dict,
+                 variant: dict | None = None):
         self.exercise = exercise
         self.module_name = module.removesuffix(".py")
         self.symbols = list(symbols)
         self.course = CourseInfo(course)
+        self._variant = variant
         self._workdir = Path(tempfile.mkdtemp(prefix=f"public-tests-{exercise}-"))
         self.tests: dict[str, object] = {}
         for filename, source in files.items():
@@ -200,13 +214,36 @@ class PublicTests:
         found += self.course.pitfalls_matching_error(self.exercise, f"{type(exc).__name__}: {exc}")
         return list(dict.fromkeys(found))
 
+    def variant(self) -> dict:
+        """The ``variant`` fixture: the exam variant this notebook was built
+        with, else ``variant.json`` in the current directory."""
+        if self._variant is not None:
+            return self._variant
+        path = Path.cwd() / VARIANT_FILE
+        try:
+            variant = json.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise FixtureError(f"this test needs your exam variant: {VARIANT_FILE} is not in {Path.cwd()} "
+                               "(keep it beside the notebook, as your exam folder came)") from None
+        except (OSError, UnicodeDecodeError, ValueError) as exc:
+            raise FixtureError(f"{path} cannot be read ({type(exc).__name__}: {exc}): "
+                               "restore it from your exam folder") from None
+        if not isinstance(variant, dict) or not isinstance(variant.get("sizes"), dict):
+            raise FixtureError(f"{path} is not an exam variant (no sizes): restore it from your exam folder")
+        return variant
+
     def run_case(self, function, case: Case, student: types.ModuleType) -> CaseOutcome:
         wanted = [p for p in inspect.signature(function).parameters if p not in case.params]
-        unknown = [p for p in wanted if p != "student"]
+        fixtures = {"student": lambda: student, "variant": self.variant}
+        unknown = [p for p in wanted if p not in fixtures]
         if unknown:
             return CaseOutcome(case, "failed", f"needs pytest fixture(s) {unknown}, which notebooks do not provide")
         try:
-            function(**case.params, **({"student": student} if "student" in wanted else {}))
+            values = {name: fixtures[name]() for name in wanted}
+        except FixtureError as exc:
+            return CaseOutcome(case, "failed", str(exc))
+        try:
+            function(**case.params, **values)
         except NotImplementedError as exc:
             return CaseOutcome(case, "failed", f"not implemented yet: {exc or 'this part of the exercise'}",
                                not_implemented=True)

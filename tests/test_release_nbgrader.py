@@ -4,11 +4,7 @@ nbgrader: generate, release, fetch, submit, collect, autograde, feedback."""
 from __future__ import annotations
 
 import html
-import json
-import os
 import re
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -27,6 +23,8 @@ from grader.release.nbgrader import push_scores, write_course  # noqa: E402
 from grader.release.notebooks import BEGIN_SOLUTION, CODE_STUB, END_SOLUTION  # noqa: E402
 from grader.release.student_repo import hidden_check_ids, secret_lines  # noqa: E402
 from grader.submissions import collect  # noqa: E402
+from nbgrader_run import NbgraderWorld, cell_by_id  # noqa: E402
+from nbgrader_run import nbgrader_meta as _nbgrader_meta  # noqa: E402
 
 EXERCISES = ["01", "02", "04"]
 
@@ -34,10 +32,6 @@ EXERCISES = ["01", "02", "04"]
 @pytest.fixture(scope="module")
 def course():
     return load_course(check_files=False)
-
-
-def _nbgrader_meta(cell) -> dict:
-    return cell.metadata.get("nbgrader", {})
 
 
 def test_course_directory_has_config_and_one_notebook_per_written_exercise(tmp_path, course):
@@ -119,11 +113,6 @@ def test_push_refuses_unknown_assignment_and_missing_db(tmp_path, course):
 
 # --- the real thing ---------------------------------------------------------------
 
-def _answer(notebook, exercise):
-    (cell,) = [c for c in notebook.cells if _nbgrader_meta(c).get("grade_id") == answer_cell_id(exercise)]
-    return cell
-
-
 def _visible_text(path: Path) -> str:
     """The feedback page as a reader sees it: tags stripped, entities decoded
     (syntax highlighting splits code lines into many spans)."""
@@ -137,24 +126,9 @@ def test_nbgrader_round_trip(tmp_path, course):
     feedback; our grader reads the collected notebooks; push lands in the
     gradebook nbgrader made."""
     started = time.monotonic()
-    home, course_dir, exchange = tmp_path / "home", tmp_path / "course", tmp_path / "exchange"
-    for folder in (home, exchange):
-        folder.mkdir()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "IPYTHON", "COURSE_YAML"))}
-    # PYTHONPATH: the kernel imports this checkout's coursekit, whatever is installed.
-    env.update(HOME=str(home), PYTHONPATH=str(REPO_ROOT), USER="instructor", PYTHONDONTWRITEBYTECODE="1",
-               # nbgrader runs `alembic` to create its gradebook: the venv's scripts first.
-               PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
-
-    def run(*args: str, cwd: Path) -> str:
-        done = subprocess.run([sys.executable, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, f"{args}: {done.stdout[-3000:]}{done.stderr[-3000:]}"
-        return done.stdout + done.stderr
-
-    # The kernel every notebook names ("python3") is this venv's python.
-    run("-m", "ipykernel", "install", "--user", "--name", "python3", "--display-name", "Python 3 (course)", cwd=home)
-    spec = json.loads((home / ".local/share/jupyter/kernels/python3/kernel.json").read_text())
-    assert spec["argv"][0] == sys.executable
+    world = NbgraderWorld(tmp_path)
+    course_dir, exchange, run = world.course_dir, world.exchange, world.run
+    world.install_kernel()
 
     # An assignment of just the three exercises this test fills in (autograde is slow).
     attention = next(a for a in course.assignments if a.id == "attention")
@@ -167,7 +141,7 @@ def test_nbgrader_round_trip(tmp_path, course):
     reference = {e.id: (REPO_ROOT / "solutions" / e.folder / e.module).read_text() for e in exercises}
     variant = load_variants(course.exercise("01"), REPO_ROOT)["softmax-overflow"].source
     answers = {"ref": reference, "stub": {}, "variant": {**reference, "01": variant}}
-    exchange_args = [f"--Exchange.root={exchange}", "--course=attention-transformers"]
+    exchange_args = world.exchange_args("attention-transformers")
     for student, code in answers.items():
         workdir = tmp_path / "students" / student
         workdir.mkdir(parents=True)
@@ -176,7 +150,7 @@ def test_nbgrader_round_trip(tmp_path, course):
             path = workdir / "attention" / f"{exercise.folder}.ipynb"
             notebook = nbformat.read(path, as_version=4)
             if exercise.id in code:
-                _answer(notebook, exercise).source = code[exercise.id]
+                cell_by_id(notebook, answer_cell_id(exercise)).source = code[exercise.id]
             nbformat.write(notebook, path)
         run("-m", "nbgrader", "submit", "attention", *exchange_args, f"--student={student}", cwd=workdir)
 

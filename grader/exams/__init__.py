@@ -9,6 +9,7 @@ grading answers and code, time limits and statistics.
                       (in a subprocess: nothing here imports a student's file)
 - ``answers.py``      reading ``answers.yaml`` and grading it
 - ``build.py``        ``grader exam build``: one folder per student
+- ``nbgrader.py``     ``grader exam build --nbgrader``: one nbgrader assignment per student
 - ``timing.py``       collection timestamps, deadlines and the late policy
 - ``checks.py``       variant-aware hidden checks and the per-student judge
 - ``grading.py``      ``grade_exam``: grade a class (the entry point for the pipeline)

@@ -12,6 +12,9 @@
                              (exams/public_tests/NN_slug.py: tests with the variant's sizes)
     DIR/_instructor/variants.json   every student's full variant (keep it, never hand it out)
 
+With ``--nbgrader NBDIR`` the same exam is also written as nbgrader
+assignments, one per student (grader/exams/nbgrader.py).
+
 Nothing secret goes into a student's folder: no answers, no hidden seed, no
 reference code. The answer keys are recomputed at grading time from the secret.
 """
@@ -26,13 +29,14 @@ from pathlib import Path
 
 import yaml
 
-from grader.course import Course, Exam
+from grader.course import Course, Exam, Exercise
 from grader.exams.questions import ShownQuestion, shown_questions
 from grader.exams.variants import Variant, make_variant
 from grader.submissions import STUDENT_ID_RE
 
 ID_COLUMNS = ("student_id", "student", "id")
 INSTRUCTOR_DIR = "_instructor"
+VARIANT_TESTS = "test_variant.py"     # the exam's tests of an exercise, in the exercise's folder
 
 CONFTEST = '''\
 # The course's pytest plugin (hints, progress) and your exam variant.
@@ -106,7 +110,7 @@ def student_course_data(course: Course, exam: Exam) -> dict:
     return data
 
 
-def _deadline_text(exam: Exam, extra_min: float) -> str:
+def deadline_text(exam: Exam, extra_min: float) -> str:
     limit = exam.time_limit_min + extra_min
     if exam.starts_at is None:
         return f"{limit:g} minutes from the start / 开始后 {limit:g} 分钟"
@@ -114,28 +118,49 @@ def _deadline_text(exam: Exam, extra_min: float) -> str:
     return f"{exam.starts_at.isoformat()} → {end.isoformat()} ({limit:g} min)"
 
 
-def readme(course: Course, exam: Exam, variant: Variant, entry: RosterEntry, shown: list[ShownQuestion]) -> str:
+HOW_FOLDERS = [
+    "Fill in the stubs and run the tests from this folder: `pytest` (all) or `pytest 03_masking` (one).",
+    "`test_variant.py` in each folder uses YOUR sizes below; the grader's hidden checks do too.", "",
+    "补全各文件夹中的代码，并在本文件夹中运行测试：`pytest`（全部）或 `pytest 03_masking`（单个）。",
+    "每个文件夹中的 `test_variant.py` 使用下面属于你的尺寸；评分时的隐藏测试也使用这些尺寸。"]
+HOW_NOTEBOOKS = [
+    "Open each notebook, write your code in its answer cell, run it, then run the test cells.",
+    "The tests of `test_variant.py` (named `..._your_...`) use YOUR sizes below, also in `variant.json`;",
+    "the grader's hidden checks use them too. Keep every file of this folder where it is.", "",
+    "打开每个笔记本，在答案单元格中编写代码并运行，然后运行各测试单元格。",
+    "`test_variant.py` 中的测试（名称含 `your`）使用下面属于你的尺寸（也在 `variant.json` 中）；",
+    "评分时的隐藏测试也使用这些尺寸。请不要移动或删除本文件夹中的任何文件。"]
+SUBMIT_FOLDERS = "Submit this whole folder. / 提交整个文件夹。"
+SUBMIT_NOTEBOOKS = ("Submit with Jupyter's Assignments tab (or `nbgrader submit`): the notebooks and `answers.yaml` "
+                    "are handed in together. / 用 Jupyter 的 Assignments 页面（或 `nbgrader submit`）提交："
+                    "笔记本和 `answers.yaml` 会一起提交。")
+
+
+def sizes_table(variant: Variant) -> list[str]:
+    """The student's sizes as a markdown table."""
+    return ["| size / 尺寸 | value / 值 |", "|---|---|", *(f"| `{name}` | {value} |" for name, value in variant.sizes.items())]
+
+
+def readme(course: Course, exam: Exam, variant: Variant, entry: RosterEntry, shown: list[ShownQuestion], *,
+           notebooks: bool = False) -> str:
+    """The exam's README: for the folder, or (``notebooks``) for the nbgrader assignment."""
     question_points = sum(q.points for q in shown)
     lines = [f"# {exam.title.en} · {exam.title.zh}", "",
              f"{course.course.title.en} · {course.course.title.zh}", "",
              f"- student / 学号: `{variant.student}`" + (f" ({entry.name})" if entry.name else ""),
-             f"- time / 时间: {_deadline_text(exam, entry.extra_time_min)}",
+             f"- time / 时间: {deadline_text(exam, entry.extra_time_min)}",
              "", "## Exercises / 编程题", "",
-             "| folder | points / 分值 | what to write / 内容 |", "|---|---|---|"]
+             f"| {'notebook' if notebooks else 'folder'} | points / 分值 | what to write / 内容 |", "|---|---|---|"]
     for item in exam.exercises:
         exercise = course.exercise(item.id)
-        lines.append(f"| `{exercise.folder}/{exercise.module}` | {item.points:g} | {exercise.title.en} · {exercise.title.zh} |")
-    lines += ["", "Fill in the stubs and run the tests from this folder: `pytest` (all) or `pytest 03_masking` (one).",
-              "`test_variant.py` in each folder uses YOUR sizes below; the grader's hidden checks do too.",
-              "", "补全各文件夹中的代码，并在本文件夹中运行测试：`pytest`（全部）或 `pytest 03_masking`（单个）。",
-              "每个文件夹中的 `test_variant.py` 使用下面属于你的尺寸；评分时的隐藏测试也使用这些尺寸。",
-              "", "| size / 尺寸 | value / 值 |", "|---|---|"]
-    lines += [f"| `{name}` | {value} |" for name, value in variant.sizes.items()]
+        where = f"{exercise.folder}.ipynb" if notebooks else f"{exercise.folder}/{exercise.module}"
+        lines.append(f"| `{where}` | {item.points:g} | {exercise.title.en} · {exercise.title.zh} |")
+    lines += ["", *(HOW_NOTEBOOKS if notebooks else HOW_FOLDERS), "", *sizes_table(variant)]
     if shown:
         lines += ["", f"## Questions / 问答题 ({len(shown)} questions, {question_points:g} points)", "",
                   "Read `questions.md` and write your answers in `answers.yaml`, one per line, after the colon.",
                   "阅读 `questions.md`，把答案写在 `answers.yaml` 中对应题号的冒号后面，每题一行。"]
-    lines += ["", "Submit this whole folder. / 提交整个文件夹。", ""]
+    lines += ["", SUBMIT_NOTEBOOKS if notebooks else SUBMIT_FOLDERS, ""]
     return "\n".join(lines)
 
 
@@ -158,13 +183,30 @@ def answers_template(exam: Exam, variant: Variant, shown: list[ShownQuestion]) -
     return "\n".join(lines) + "\n"
 
 
+def variant_tests_template(root: Path, exercise: Exercise) -> Path:
+    """``exams/public_tests/NN_slug.py``: the exam's tests of the exercise
+    (they may not exist: the exercise's own public tests still apply)."""
+    return root / "exams" / "public_tests" / f"{exercise.folder}.py"
+
+
 def _copy_exercise(course: Course, exercise_id: str, root: Path, target: Path) -> None:
     exercise = course.exercise(exercise_id)
     source = root / "exercises" / exercise.folder
     shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache"))
-    template = root / "exams" / "public_tests" / f"{exercise.folder}.py"
+    template = variant_tests_template(root, exercise)
     if template.is_file():
-        shutil.copyfile(template, target / "test_variant.py")
+        shutil.copyfile(template, target / VARIANT_TESTS)
+
+
+def write_exam_files(folder: Path, course: Course, exam: Exam, variant: Variant, entry: RosterEntry,
+                     shown: list[ShownQuestion], *, notebooks: bool = False) -> None:
+    """``README.md``, ``variant.json`` and, if the exam has questions,
+    ``questions.md`` and the ``answers.yaml`` template."""
+    (folder / "variant.json").write_text(json.dumps(variant.public(), indent=1) + "\n", encoding="utf-8")
+    (folder / "README.md").write_text(readme(course, exam, variant, entry, shown, notebooks=notebooks), encoding="utf-8")
+    if shown:
+        (folder / "questions.md").write_text(questions_markdown(exam, shown), encoding="utf-8")
+        (folder / "answers.yaml").write_text(answers_template(exam, variant, shown), encoding="utf-8")
 
 
 def build_student(course: Course, exam: Exam, entry: RosterEntry, secret: bytes, out: Path, root: Path) -> Variant:
@@ -183,19 +225,21 @@ def build_student(course: Course, exam: Exam, entry: RosterEntry, secret: bytes,
         encoding="utf-8")
     (folder / "conftest.py").write_text(CONFTEST, encoding="utf-8")
     (folder / "pytest.ini").write_text(PYTEST_INI, encoding="utf-8")
-    (folder / "variant.json").write_text(json.dumps(variant.public(), indent=1) + "\n", encoding="utf-8")
-    (folder / "README.md").write_text(readme(course, exam, variant, entry, shown), encoding="utf-8")
-    if shown:
-        (folder / "questions.md").write_text(questions_markdown(exam, shown), encoding="utf-8")
-        (folder / "answers.yaml").write_text(answers_template(exam, variant, shown), encoding="utf-8")
+    write_exam_files(folder, course, exam, variant, entry, shown)
     return variant
 
 
 def build_exam(course: Course, exam: Exam, roster: list[RosterEntry], secret: bytes, out: Path,
-               root: Path) -> list[Variant]:
-    """Every student's folder, and the instructor's record of the variants."""
+               root: Path, *, nbgrader: Path | None = None, exchange: Path | None = None) -> list[Variant]:
+    """Every student's folder, and the instructor's record of the variants;
+    with ``nbgrader``, also that nbgrader course directory with one
+    assignment per student (``exchange``: its ``Exchange.root``)."""
     out.mkdir(parents=True, exist_ok=True)
     variants = [build_student(course, exam, entry, secret, out, root) for entry in roster]
+    if nbgrader is not None:
+        from grader.exams.nbgrader import write_exam_course
+
+        write_exam_course(course, exam, list(zip(roster, variants)), nbgrader, root, exchange=exchange)
     instructor = out / INSTRUCTOR_DIR
     instructor.mkdir(exist_ok=True)
     (instructor / "variants.json").write_text(json.dumps([v.to_dict() for v in variants], indent=1), encoding="utf-8")

@@ -83,9 +83,13 @@ def variant(exam_id: str = typer.Argument(..., help="Exam id (course.yaml exams)
 def build(exam_id: str = typer.Argument(..., help="Exam id (course.yaml exams)."),
           roster: Path = typer.Option(..., "--roster", exists=True, dir_okay=False, help="CSV with a student_id column."),
           out: Path = typer.Option(..., "--out", help="Where the students' folders go."),
+          nbgrader: Path = typer.Option(None, "--nbgrader", file_okay=False,
+                                        help="Also an nbgrader course directory: one assignment <exam>-<student> each."),
+          exchange: Path = typer.Option(None, "--exchange", help="With --nbgrader: Exchange.root in its nbgrader_config.py."),
           course: Path = CourseOption) -> None:
     """One folder per student: stubs, public tests with their sizes, questions, answers.yaml."""
     from grader.exams.build import RosterError, build_exam, read_roster
+    from grader.release.common import ReleaseError
 
     loaded, exam, root = _load(course, exam_id)
     try:
@@ -93,8 +97,19 @@ def build(exam_id: str = typer.Argument(..., help="Exam id (course.yaml exams)."
     except RosterError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(EXIT_BAD_INPUT) from exc
-    variants = build_exam(loaded, exam, entries, _secret(loaded, root), out, root)
+    try:
+        variants = build_exam(loaded, exam, entries, _secret(loaded, root), out, root, nbgrader=nbgrader,
+                              exchange=exchange)
+    except (ReleaseError, ImportError) as exc:      # ImportError: nbformat (the release extra) is missing
+        typer.echo(f"nbgrader assignments not written: {exc}", err=True)
+        raise typer.Exit(EXIT_BAD_INPUT) from exc
     typer.echo(f"built {len(variants)} exam folder(s) in {out}; instructor's record: {out / '_instructor'}")
+    if nbgrader is not None:
+        from grader.exams.nbgrader import assignment_name
+
+        first = assignment_name(exam.id, variants[0].student) if variants else f"{exam.id}-<student>"
+        typer.echo(f"nbgrader: {len(variants)} assignment(s) in {nbgrader / 'source'}; "
+                   f"next: cd {nbgrader} && nbgrader generate_assignment {first} (one per student)")
 
 
 @exam_app.command("grade")

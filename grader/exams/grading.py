@@ -9,7 +9,9 @@ passes (``grader.sandbox.Sandbox``), one :func:`grader.exams.checks.variant_judg
 per student.
 
 Submissions are laid out as for ``grader grade``: ``SUBMISSIONS/<student>/``
-(the exam folder as built, or one level down) or ``SUBMISSIONS/<student>.zip``.
+(the exam folder as built, or one level down) or ``SUBMISSIONS/<student>.zip``;
+or as nbgrader collects them, ``submitted/<student>/<exam>-<student>/``
+(grader/exams/nbgrader.py), of which only the student's own exam is graded.
 """
 from __future__ import annotations
 
@@ -22,6 +24,7 @@ from pathlib import Path
 from grader.course import Course, Exam
 from grader.exams.answers import QuestionVerdict, grade_answers, read_answers
 from grader.exams.build import RosterEntry
+from grader.exams.nbgrader import SEPARATOR, assignment_name
 from grader.exams.questions import answer_keys, shown_questions
 from grader.exams.timing import Lateness, Stamp, assess, find_stamp
 from grader.exams.variants import Variant, make_variant
@@ -36,6 +39,7 @@ class ExamSubmission:
     entry: Path | None                 # SUBMISSIONS/<student> or <student>.zip; None: nothing submitted
     tree: Path | None = None           # where the student's files are (a zip unpacked)
     problems: list[str] = field(default_factory=list)
+    nbgrader: bool = False             # tree is nbgrader's <entry>/<exam>-<student>/
 
     @property
     def answers_path(self) -> Path | None:
@@ -102,8 +106,23 @@ class ExamRun:
     resumed: int = 0                   # exam exercises taken from the gradebook, not graded again
 
 
-def collect_exam(submissions_dir: Path, workdir: Path) -> dict[str, ExamSubmission]:
-    """Every student's exam submission (zips unpacked under ``workdir``)."""
+def _nbgrader_assignment(submission: ExamSubmission, exam_id: str) -> None:
+    """nbgrader's collected layout: the tree is the student's own
+    ``<exam>-<student>/`` (nbgrader collects a student's other assignments
+    beside it); a student who holds only someone else's is named."""
+    own = submission.entry / assignment_name(exam_id, submission.student)
+    if own.is_dir() and not own.is_symlink():
+        submission.tree, submission.nbgrader = own, True
+        return
+    others = sorted(p.name for p in submission.entry.glob(f"{exam_id}{SEPARATOR}*") if p.is_dir())
+    if others:
+        submission.problems.append(f"holds nbgrader assignment(s) {', '.join(others)}, not {own.name}: "
+                                   f"graded as it is, with {submission.student}'s variant")
+
+
+def collect_exam(submissions_dir: Path, workdir: Path, exam_id: str | None = None) -> dict[str, ExamSubmission]:
+    """Every student's exam submission (zips unpacked under ``workdir``);
+    with ``exam_id``, nbgrader's layout is recognised."""
     found: dict[str, ExamSubmission] = {}
     for entry in sorted(p for p in submissions_dir.iterdir() if not p.name.startswith(".")):
         student = entry.name.removesuffix(".zip") if entry.suffix == ".zip" else entry.name
@@ -114,6 +133,8 @@ def collect_exam(submissions_dir: Path, workdir: Path) -> dict[str, ExamSubmissi
             submission.problems.append(f"{entry.name}: symbolic links are not followed")
         elif entry.is_dir():
             submission.tree = entry
+            if exam_id is not None:
+                _nbgrader_assignment(submission, exam_id)
         elif entry.suffix == ".zip":
             tree = workdir / "exam-unpacked" / student
             shutil.rmtree(tree, ignore_errors=True)
@@ -128,8 +149,10 @@ def collect_exam(submissions_dir: Path, workdir: Path) -> dict[str, ExamSubmissi
 
 
 def _grade_code(course: Course, exam: Exam, submissions_dir: Path, variants: dict[str, Variant], sandbox,
-                workdir: Path, root: Path, jobs: int, book=None, resumed: list | None = None) -> dict[str, dict[str, dict]]:
-    """Per student, per exercise: the hidden checks of the student's variant.
+                workdir: Path, root: Path, jobs: int, nbgrader: dict[str, Path], book=None,
+                resumed: list | None = None) -> dict[str, dict[str, dict]]:
+    """Per student, per exercise: the hidden checks of the student's variant
+    (``nbgrader``: student -> their own assignment folder, graded alone).
 
     With a gradebook (``book``), parts already recorded are taken from it and
     each student's new parts are recorded as soon as the student is done
@@ -140,6 +163,13 @@ def _grade_code(course: Course, exam: Exam, submissions_dir: Path, variants: dic
 
     exercises = [course.exercise(item.id).model_copy(update={"points": item.points}) for item in exam.exercises]
     submissions = {s.student: s for s in collect(submissions_dir, course, exercises, workdir / "code", root)}
+    if nbgrader:
+        # The notebooks and modules of the student's own assignment only (links
+        # stay links, which collect refuses), as SUBMISSIONS/<student>/.
+        staged = workdir / "nbgrader-assignments"
+        for student, tree in nbgrader.items():
+            shutil.copytree(tree, staged / student, symlinks=True, ignore=_not_code)
+        submissions.update({s.student: s for s in collect(staged, course, exercises, workdir / "code-nbgrader", root)})
     results: dict[str, dict[str, dict]] = {student: {} for student in variants}
     todo: dict[str, list[tuple]] = {}
     resumed = [] if resumed is None else resumed
@@ -175,6 +205,10 @@ def _grade_code(course: Course, exam: Exam, submissions_dir: Path, variants: dic
     return results
 
 
+def _not_code(folder: str, names: list[str]) -> list[str]:
+    return [n for n in names if not (n.endswith((".ipynb", ".py")) or (Path(folder) / n).is_dir())]
+
+
 def grade_exam(course: Course, exam: Exam, submissions_dir: Path, *, secret: bytes, root: Path, workdir: Path,
                roster: list[RosterEntry] | None = None, manifest: dict[str, Stamp] | None = None,
                sandbox=None, jobs: int = 1, gradebook=None,
@@ -185,16 +219,17 @@ def grade_exam(course: Course, exam: Exam, submissions_dir: Path, *, secret: byt
     is False and the code points count neither way). With ``gradebook``
     (a ``grader.gradebook.Gradebook``) every result is recorded there and a
     rerun grades only what is not recorded yet (grader/exams/records.py)."""
-    submissions = collect_exam(submissions_dir, workdir)
+    submissions = collect_exam(submissions_dir, workdir, exam.id)
     extra = {entry.student: entry.extra_time_min for entry in roster or []}
     students = list(dict.fromkeys([*(e.student for e in roster or []), *sorted(submissions)]))
     run_problems = [f"{s}: submitted but not on the roster" for s in submissions if roster is not None and s not in extra]
     variants = {s: make_variant(course, exam, s, secret) for s in students}
     keys = answer_keys(course, exam, list(variants.values()), root)
     code_graded = sandbox is not None and bool(exam.exercises)
+    nbgrader = {s: sub.tree for s, sub in submissions.items() if sub.nbgrader and sub.tree is not None}
     resumed: list = []
-    code = _grade_code(course, exam, submissions_dir, variants, sandbox, workdir, root, jobs,
-                       gradebook, resumed) if code_graded else {}
+    code = (_grade_code(course, exam, submissions_dir, variants, sandbox, workdir, root, jobs, nbgrader,
+                        gradebook, resumed) if code_graded else {})
     code_max = sum(item.points for item in exam.exercises)
     results = []
     for student in students:
@@ -209,7 +244,8 @@ def grade_exam(course: Course, exam: Exam, submissions_dir: Path, *, secret: byt
         shown = shown_questions(course, exam, variants[student])
         verdicts = grade_answers(shown, keys[student], answers)
         if submission.entry is not None:
-            stamp, problem = find_stamp(submission.entry, student, exam, manifest)
+            stamp, problem = find_stamp(submission.entry, student, exam, manifest,
+                                        nbgrader_folder=submission.tree if submission.nbgrader else None)
             problems += [problem] if problem else []
         else:
             stamp = Stamp(None, None, "none")

@@ -9,7 +9,10 @@ which one was used, so the instructor knows how far to trust it):
 2. ``metadata``: ``.submission.json`` in the student's submission folder,
    ``{"submitted_at": "...", "started_at": "..."}``, written by the collection
    tool (not by the student: it is the collector's job to overwrite it).
-3. ``mtime``: the newest modification time of the student's files (a folder)
+3. ``nbgrader``: ``timestamp.txt`` in nbgrader's collected assignment folder
+   (``submitted/<student>/<exam>-<student>/``), written by ``nbgrader submit``:
+   the time nbgrader itself judges lateness by.
+4. ``mtime``: the newest modification time of the student's files (a folder)
    or of the archive (a zip). Easy to disturb by copying without ``-p``:
    a fallback, flagged as such.
 
@@ -29,13 +32,14 @@ from pathlib import Path
 from grader.course import Exam, LatePolicy
 
 METADATA_FILE = ".submission.json"
+NBGRADER_TIMESTAMP = "timestamp.txt"
 
 
 @dataclass(frozen=True)
 class Stamp:
     submitted_at: datetime | None
     started_at: datetime | None
-    source: str                      # manifest | metadata | mtime | none
+    source: str                      # manifest | metadata | nbgrader | mtime | none
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,15 @@ def read_manifest(path: Path, exam: Exam) -> dict[str, Stamp]:
     return stamps
 
 
+def parse_nbgrader_timestamp(text: str, exam: Exam) -> datetime:
+    """nbgrader's default format (``Exchange.timestamp_format``, time zone
+    UTC), ``2026-04-20 02:55:01.123456 UTC``, or any ISO 8601 time."""
+    head, _, zone = text.strip().rpartition(" ")
+    if head and zone.upper() in ("UTC", "GMT"):
+        return datetime.fromisoformat(head).replace(tzinfo=timezone.utc)
+    return parse_time(text, exam)
+
+
 def _newest_mtime(entry: Path) -> float | None:
     if entry.is_file():
         return entry.stat().st_mtime
@@ -83,8 +96,10 @@ def _newest_mtime(entry: Path) -> float | None:
     return max(times) if times else None
 
 
-def find_stamp(entry: Path, student: str, exam: Exam, manifest: dict[str, Stamp] | None = None) -> tuple[Stamp, str]:
-    """(the submission's time, a problem worth reporting or "")."""
+def find_stamp(entry: Path, student: str, exam: Exam, manifest: dict[str, Stamp] | None = None, *,
+               nbgrader_folder: Path | None = None) -> tuple[Stamp, str]:
+    """(the submission's time, a problem worth reporting or ""); ``nbgrader_folder``:
+    the student's assignment in nbgrader's collected layout."""
     if manifest and student in manifest:
         return manifest[student], ""
     problem = ""
@@ -97,6 +112,12 @@ def find_stamp(entry: Path, student: str, exam: Exam, manifest: dict[str, Stamp]
             return Stamp(submitted, started, "metadata"), ""
         except (ValueError, KeyError, TypeError) as exc:
             problem = f"{METADATA_FILE} unusable ({type(exc).__name__}: {exc}); using file times"
+    stamp_file = nbgrader_folder / NBGRADER_TIMESTAMP if nbgrader_folder is not None else None
+    if not problem and stamp_file is not None and stamp_file.is_file() and not stamp_file.is_symlink():
+        try:
+            return Stamp(parse_nbgrader_timestamp(stamp_file.read_text(encoding="utf-8"), exam), None, "nbgrader"), ""
+        except (ValueError, UnicodeDecodeError) as exc:
+            problem = f"nbgrader's {NBGRADER_TIMESTAMP} unusable ({type(exc).__name__}: {exc}); using file times"
     mtime = _newest_mtime(entry)
     if mtime is None:
         return Stamp(None, None, "none"), problem

@@ -49,10 +49,15 @@ def public_test_files(exercise: Exercise, root: Path) -> list[Path]:
 def public_test_functions(path: Path) -> list[str]:
     """Names of the top-level test functions of a test file, in file order
     (pytest's default: functions named ``test*``)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return named_tests(path.read_text(encoding="utf-8"), str(path))
+
+
+def named_tests(source: str, filename: str) -> list[str]:
+    """:func:`public_test_functions` of a test file's source."""
+    tree = ast.parse(source, filename=filename)
     classes = [n.name for n in tree.body if isinstance(n, ast.ClassDef) and n.name.startswith("Test")]
     if classes:
-        raise ReleaseError(f"{path}: test classes ({', '.join(classes)}) cannot become notebook cells; "
+        raise ReleaseError(f"{filename}: test classes ({', '.join(classes)}) cannot become notebook cells; "
                            "write plain test functions")
     return [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name.startswith("test")]
 

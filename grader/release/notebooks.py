@@ -33,8 +33,8 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from grader.course import Course, Exercise
 from grader.release.common import (
-    ReleaseError, answer_cell_id, split_points, student_course_data, graded_cell_id, public_test_files, public_test_functions,
-    definitions_cell_id,
+    ReleaseError, answer_cell_id, definitions_cell_id, graded_cell_id, named_tests, public_test_files, split_points,
+    student_course_data,
 )
 
 BEGIN_SOLUTION = "### BEGIN SOLUTION"
@@ -102,53 +102,75 @@ def answer_source(exercise: Exercise, root: Path, *, with_solution: bool) -> str
             f"{reference}\n{END_SOLUTION}\n")
 
 
-def public_tests_source(course: Course, exercise: Exercise, root: Path) -> str:
-    """The read-only cell that defines the public tests (``tests_NN``)."""
-    files = public_test_files(exercise, root)
-    if not files:
+def exercise_tests(exercise: Exercise, root: Path) -> dict[str, str]:
+    """The exercise's public test files, file name -> source, sorted by name."""
+    return {p.name: p.read_text(encoding="utf-8") for p in public_test_files(exercise, root)}
+
+
+def public_tests_source(course: Course, exercise: Exercise, root: Path, *, tests: dict[str, str] | None = None,
+                        variant: dict | None = None) -> str:
+    """The read-only cell that defines the public tests (``tests_NN``):
+    ``tests`` (file name -> source; default: the exercise's ``test_*.py``)
+    and, for an exam, the student's public ``variant`` (the tests' ``variant``
+    fixture)."""
+    tests = exercise_tests(exercise, root) if tests is None else tests
+    if not tests:
         raise ReleaseError(f"exercises/{exercise.folder} has no test_*.py: nothing to put in the test cells")
     data = student_course_data(course, [exercise])
-    literals = ",\n".join(f"        {p.name!r}: {_string_literal(p.read_text(encoding='utf-8'))}" for p in files)
+    literals = ",\n".join(f"        {name!r}: {_string_literal(source)}" for name, source in tests.items())
+    where = "your exam's tests" if variant is not None else f"exercises/{exercise.folder}/"
     return (
         f"# The public tests of exercise {exercise.id} (read-only), exactly as in "
-        f"exercises/{exercise.folder}/: each test cell below runs one of them on your answer cell.\n"
+        f"{where}: each test cell below runs one of them on your answer cell.\n"
         "from coursekit.notebook import PublicTests\n\n"
         f"tests_{exercise.id} = PublicTests(\n"
         f"    exercise={exercise.id!r}, module={exercise.module_name!r}, symbols={list(exercise.symbols)!r},\n"
         f"    course={json.dumps(data, ensure_ascii=False)},\n"
-        "    files={\n"
+        + (f"    variant={variant!r},\n" if variant is not None else "")
+        + "    files={\n"
         f"{literals},\n"
         "    },\n)\n"
     )
 
 
-def public_tests(exercise: Exercise, root: Path) -> list[str]:
-    """Test function names across the exercise's test files, unique."""
-    names = [name for path in public_test_files(exercise, root) for name in public_test_functions(path)]
+def public_tests(exercise: Exercise, root: Path, tests: dict[str, str] | None = None) -> list[str]:
+    """Test function names across the exercise's test files (or ``tests``), unique."""
+    tests = exercise_tests(exercise, root) if tests is None else tests
+    names = [name for filename, source in tests.items() for name in named_tests(source, filename)]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise ReleaseError(f"exercises/{exercise.folder}: test names used in two files: {', '.join(duplicates)}")
     return names
 
 
-def build_notebook(course: Course, exercise: Exercise, root: Path, *, with_solution: bool) -> nbformat.NotebookNode:
-    """The exercise's notebook (see the module docstring for its cells)."""
-    names = public_tests(exercise, root)
+def build_notebook(course: Course, exercise: Exercise, root: Path, *, with_solution: bool,
+                   tests: dict[str, str] | None = None, points: float | None = None, variant: dict | None = None,
+                   intro: str | None = None) -> nbformat.NotebookNode:
+    """The exercise's notebook (see the module docstring for its cells).
+
+    An exam's notebook (grader/exams/nbgrader.py) passes its own ``tests``
+    (the exercise's and the exam's ``test_variant.py``), the exam's
+    ``points`` for the exercise, the student's public ``variant`` and an
+    ``intro`` (markdown) that goes first."""
+    names = public_tests(exercise, root, tests)
     if not names:
         raise ReleaseError(f"exercises/{exercise.folder}: no test functions")
-    cells = [
+    cells = [new_markdown_cell(intro, metadata=_meta(f"ex{exercise.id}_intro", locked=True))] if intro else []
+    cells += [
         new_markdown_cell(_readme(exercise, root, "README.md"), metadata=_meta(f"ex{exercise.id}_readme_en", locked=True)),
         new_markdown_cell(_readme(exercise, root, "README.zh.md"), metadata=_meta(f"ex{exercise.id}_readme_zh", locked=True)),
         new_markdown_cell(HOWTO, metadata=_meta(f"ex{exercise.id}_howto", locked=True)),
         new_code_cell(answer_source(exercise, root, with_solution=with_solution),
                       metadata=_meta(answer_cell_id(exercise), solution=True)),
-        new_code_cell(public_tests_source(course, exercise, root), metadata=_meta(definitions_cell_id(exercise), locked=True)),
+        new_code_cell(public_tests_source(course, exercise, root, tests=tests, variant=variant),
+                      metadata=_meta(definitions_cell_id(exercise), locked=True)),
     ]
-    for name, points in zip(names, split_points(exercise.points, len(names))):
+    total = exercise.points if points is None else points
+    for name, cell_points in zip(names, split_points(total, len(names))):
         cells.append(new_code_cell(
-            f"# Public test {name} ({points:g} point{'s' if points != 1 else ''})\n"
+            f"# Public test {name} ({cell_points:g} point{'s' if cell_points != 1 else ''})\n"
             f"tests_{exercise.id}.run({name!r}, globals())",
-            metadata=_meta(graded_cell_id(exercise, name), grade=True, locked=True, points=points),
+            metadata=_meta(graded_cell_id(exercise, name), grade=True, locked=True, points=cell_points),
         ))
     notebook = new_notebook(cells=cells, metadata={
         "kernelspec": dict(KERNELSPEC),
