@@ -199,21 +199,37 @@ def _release_course(course: Path):
 @release_app.command("student")
 def release_student(
     out: Path = typer.Argument(..., help="Folder for the students' repository."),
+    through: str = typer.Option(None, "--through", help="Release the assignments up to this one (course.yaml order), "
+                                "or 'all'. Required when the course has several assignments."),
     notebooks: bool = typer.Option(True, "--notebooks/--no-notebooks", help="Also write NN_slug.ipynb beside each stub."),
     force: bool = typer.Option(False, "--force", help="Replace an earlier release in OUT (its .git is kept)."),
     course: Path = CourseOption,
 ) -> None:
-    """Write the repository students clone, and check it leaks nothing."""
+    """Write the repository students clone, and check it leaks nothing.
+
+    Later exercises ship earlier ones' solutions as working code, so each
+    release goes up to an assignment, published once those before it are over."""
     from grader.release.common import ReleaseError
-    from grader.release.student_repo import find_leaks, write_student_repo
+    from grader.release.student_repo import ALL, find_leaks, shipped_solutions, write_student_repo
 
     loaded, root = _release_course(course), course.resolve().parent
+    if through is None:
+        if len(loaded.assignments) > 1:
+            choices = "\n".join(f"  --through {a.id:<14} {', '.join(a.exercises)}" for a in loaded.assignments)
+            typer.echo(f"choose how far to release (the assignments up to the one named):\n{choices}\n"
+                       f"  --through {ALL:<14} every exercise", err=True)
+            raise typer.Exit(2)
+        through = ALL
     try:
-        written = write_student_repo(loaded, root, out, notebooks=notebooks, force=force)
+        written = write_student_repo(loaded, root, out, notebooks=notebooks, force=force, through=through)
     except ReleaseError as exc:
         typer.echo(f"release failed: {exc}", err=True)
         raise typer.Exit(1) from exc
-    leaks = find_leaks(out, loaded, root)
+    if shipped := shipped_solutions(written):
+        owners = {e: a.id for a in loaded.assignments for e in a.exercises}
+        typer.echo("it holds the working solutions of " + ", ".join(f"{e} ({owners.get(e, 'no assignment')})"
+                   for e in shipped) + ": publish it only once those assignments are over", err=True)
+    leaks = find_leaks(out, loaded, root, written)
     for leak in leaks:
         typer.echo(f"LEAK {leak}", err=True)
     if leaks:

@@ -117,13 +117,32 @@ def test_cli_writes_refuses_to_overwrite_and_replaces_with_force(tmp_path):
     out = tmp_path / "students"
     runner = CliRunner()
     result = runner.invoke(app, ["release", "student", str(out), "--no-notebooks"])
+    assert result.exit_code == 2 and "--through attention" in result.output and not out.exists()
+    result = runner.invoke(app, ["release", "student", str(out), "--no-notebooks", "--through", "all"])
     assert result.exit_code == 0, result.output
     assert "no leak found" in result.output and not list(out.rglob("*.ipynb"))
     (out / ".git").mkdir()
-    result = runner.invoke(app, ["release", "student", str(out)])
+    result = runner.invoke(app, ["release", "student", str(out), "--through", "all"])
     assert result.exit_code == 1 and "is not empty" in result.output
-    result = runner.invoke(app, ["release", "student", str(out), "--force"])
+    result = runner.invoke(app, ["release", "student", str(out), "--force", "--through", "all"])
     assert result.exit_code == 0 and (out / ".git").is_dir() and list(out.rglob("*.ipynb"))
+
+
+def test_a_release_through_an_assignment_ships_no_open_solution(tmp_path, course):
+    """Assignment 1 (01-05) alone: 06, which ships 05's reference, is not in
+    it, and the leak search, told what was released, catches 05's solution
+    if it gets in anyway (through 06's folder, say)."""
+    out = tmp_path / "release"
+    written = write_student_repo(course, REPO_ROOT, out, notebooks=False, through="attention")
+    assert [e.id for e in written] == ["01", "02", "03", "04", "05"]
+    assert sorted(p.name for p in (out / "exercises").iterdir() if p.is_dir()) == [e.folder for e in written]
+    assert find_leaks(out, course, REPO_ROOT, written) == []
+    shutil.copytree(REPO_ROOT / "exercises" / "06_multihead", out / "exercises" / "06_multihead")
+    leaks = find_leaks(out, course, REPO_ROOT, written)
+    assert any("06_multihead/causal_attention.py: line of solutions/05_causal_attention/" in leak for leak in leaks)
+    later = write_student_repo(course, REPO_ROOT, tmp_path / "later", notebooks=False, through="layers")
+    assert [e.id for e in later][-3:] == ["06", "07", "08"]
+    assert find_leaks(tmp_path / "later", course, REPO_ROOT, later) == []   # 05 is over: its solution may ship
 
 
 def test_release_without_exercises_is_an_error(tmp_path, course):

@@ -124,10 +124,33 @@ def _clear(out: Path, force: bool) -> None:
     out.mkdir(parents=True, exist_ok=True)
 
 
+ALL = "all"
+
+
+def exercises_through(course: Course, through: str = ALL) -> list[Exercise]:
+    """The exercises of the assignments up to and including ``through``, in
+    course order (``"all"``: every exercise). Release ``through`` an
+    assignment once the assignments before it are over: what its exercises
+    ship as working code comes from those (course.yaml checks it)."""
+    if through == ALL:
+        return list(course.exercises)
+    ids = [a.id for a in course.assignments]
+    if through not in ids:
+        raise ReleaseError(f"no assignment {through!r}; choose one of {', '.join(ids)} or {ALL}")
+    chosen = {e for a in course.assignments[:ids.index(through) + 1] for e in a.exercises}
+    return [e for e in course.exercises if e.id in chosen]
+
+
+def shipped_solutions(exercises: list[Exercise]) -> list[str]:
+    """The exercise ids whose reference these exercises ship as working code."""
+    return sorted({shipped for e in exercises for shipped in e.ships})
+
+
 def write_student_repo(course: Course, root: Path, out: Path, *, notebooks: bool = True,
-                       force: bool = False) -> list[Exercise]:
-    """Write the students' repository for every exercise written so far."""
-    exercises = available_exercises(course, root)
+                       force: bool = False, through: str = ALL) -> list[Exercise]:
+    """Write the students' repository: the exercises of the assignments up to
+    ``through`` (see :func:`exercises_through`) that have a stub."""
+    exercises = available_exercises(course, root, [e.id for e in exercises_through(course, through)])
     if not exercises:
         raise ReleaseError("no exercise has a stub under exercises/ yet")
     _clear(out, force)
@@ -170,22 +193,23 @@ def hidden_check_ids(root: Path) -> list[str]:
     return ids
 
 
-def _shipped_ids(course: Course) -> set[str]:
-    return {shipped for e in course.exercises for shipped in e.ships}
-
-
-def secret_lines(course: Course, root: Path) -> dict[str, list[str]]:
+def secret_lines(course: Course, root: Path, released: list[Exercise] | None = None) -> dict[str, list[str]]:
     """Lines that prove a leak, by origin: each reference's lines that its
     stub lacks, and the lines the pitfall variants' edits write. References
-    that a later exercise ships as working code are not secret."""
+    that the ``released`` exercises (default: all) ship as working code are
+    not secret; every other reference is, shipped copies elsewhere or not."""
     found: dict[str, list[str]] = {}
-    shipped = _shipped_ids(course)
-    # Text students get by design (stubs, public tests, READMEs, the modules
-    # later exercises ship, coursekit, the hints): a line found there proves
-    # nothing, however much it looks like a solution.
+    shipped = set(shipped_solutions(course.exercises if released is None else released))
+    # The shipped copies of references that are still secret.
+    copies = {root / "exercises" / e.folder / course.exercise(s).module
+              for e in course.exercises for s in e.ships if s not in shipped}
+    # Text students get by design (stubs, public tests, READMEs, coursekit,
+    # the hints, the references this release ships): a line found there
+    # proves nothing, however much it looks like a solution.
     public = "\n".join([
         *(p.read_text(encoding="utf-8", errors="replace") for folder in ("exercises", "coursekit")
-          for p in sorted((root / folder).rglob("*")) if p.is_file() and p.suffix in TEXT_SUFFIXES),
+          for p in sorted((root / folder).rglob("*"))
+          if p.is_file() and p.suffix in TEXT_SUFFIXES and p not in copies),
         *(f"{p.hint.en}\n{p.hint.zh}" for p in course.pitfalls),
     ])
 
@@ -221,11 +245,12 @@ def _released_texts(tree: Path):
         yield path, text
 
 
-def find_leaks(tree: Path, course: Course, root: Path) -> list[str]:
+def find_leaks(tree: Path, course: Course, root: Path, released: list[Exercise] | None = None) -> list[str]:
     """Everything in ``tree`` that comes from the instructor's side, each
-    as ``file: what``; empty for a clean release."""
+    as ``file: what``; empty for a clean release of the ``released``
+    exercises (default: all; their shipped modules are allowed)."""
     leaks = [f"{name}/: instructor-only folder" for name in ("solutions", "grader") if (tree / name).exists()]
-    secrets = secret_lines(course, root)
+    secrets = secret_lines(course, root, released)
     check_ids = hidden_check_ids(root)
     for path, text in _released_texts(tree):
         where = path.relative_to(tree)
