@@ -8,7 +8,6 @@ create their layers in.
 """
 from __future__ import annotations
 
-import time
 import warnings
 from pathlib import Path
 from types import ModuleType
@@ -45,7 +44,7 @@ def build(module: ModuleType, config: dict, seed: int = 0) -> nn.Module:
     return model.eval()
 
 
-def _implicit_softmax(caught: list) -> bool:
+def implicit_softmax(caught: list) -> bool:
     return any(IMPLICIT_SOFTMAX in str(w.message) for w in caught)
 
 
@@ -72,7 +71,7 @@ def forward_logits(module: ModuleType, config: dict, seed: int, src: torch.Tenso
         "logits": logits,
         "repeatable": isinstance(logits, torch.Tensor) and isinstance(again, torch.Tensor) and torch.equal(logits, again),
         "inputs_unchanged": bool(torch.equal(src, src_before) and torch.equal(tgt, tgt_before)),
-        "implicit_softmax": _implicit_softmax(caught),
+        "implicit_softmax": implicit_softmax(caught),
         "hidden_lists": hidden_list_modules(model),
     }
 
@@ -204,7 +203,7 @@ def greedy_output(module: ModuleType, config: dict, seed: int, src: torch.Tensor
             step_argmax = torch.stack(
                 [model(src, tokens[:, :t].long())[:, -1].argmax(dim=-1) for t in range(1, tokens.size(1))], dim=1
             ) if tokens.size(1) > 1 else tokens.new_zeros(src.size(0), 0)
-    return {"tokens": tokens, "step_argmax": step_argmax, "implicit_softmax": _implicit_softmax(caught)}
+    return {"tokens": tokens, "step_argmax": step_argmax, "implicit_softmax": implicit_softmax(caught)}
 
 
 def _count(model: nn.Module) -> int:
@@ -227,74 +226,6 @@ def structure(module: ModuleType, config: dict) -> dict:
                 + _count(decoder.Decoder(c["num_decoder_layers"], d, c["num_heads"], c["d_ff"])))
     return {**registered(model), "hidden_lists": hidden_list_modules(model),
             "n_parameters": _count(model), "expected_n_parameters": expected}
-
-
-# --- the copy task -------------------------------------------------------------
-
-COPY_CONFIG = {"src_vocab": 11, "tgt_vocab": 11, "d_model": 32, "num_heads": 4, "num_encoder_layers": 1,
-               "num_decoder_layers": 1, "d_ff": 64, "dropout": 0.0, "max_len": 64, "pad_idx": 0}
-PAD, START, END = 0, 1, 2  # tokens 3..10 are the symbols to copy
-
-
-def copy_batch(gen: torch.Generator, batch: int, length: int, vocab: int = 11) -> tuple[torch.Tensor, torch.Tensor]:
-    """src (batch, length) random symbols; tgt (batch, length + 2) =
-    [START, the same symbols, END]."""
-    src = torch.randint(END + 1, vocab, (batch, length), generator=gen)
-    start = torch.full((batch, 1), START)
-    end = torch.full((batch, 1), END)
-    return src, torch.cat([start, src, end], dim=1)
-
-
-def copy_task(module: ModuleType, seed: int = 0, steps: int = 200, batch: int = 32, length: int = 8,
-              lr: float = 3e-3, n_test: int = 100) -> dict:
-    """Train a tiny Transformer (``COPY_CONFIG``) to copy its input, with
-    teacher forcing and cross-entropy on ``forward``'s output, then
-    ``greedy_decode`` ``n_test`` new sequences.
-
-    Returns the training losses, the exact-match rate of the greedy outputs
-    (every token and the END right), the per-token accuracy, two example
-    (source, output) pairs, the training time in seconds, and whether a
-    softmax without ``dim`` was called.
-    """
-    model = module.Transformer(**COPY_CONFIG)
-    init_by_name(model, seed)
-    optimiser = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98))
-    loss_fn = nn.CrossEntropyLoss(ignore_index=PAD)
-    train_gen = torch.Generator().manual_seed(1_000 + seed)
-    test_src, test_tgt = copy_batch(torch.Generator().manual_seed(999_999 + seed), n_test, length)
-    losses = []
-    # One thread: for a model this small, threads cost more than they save,
-    # and on a busy machine a second thread can make training many times slower.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            model.train()
-            started = time.perf_counter()
-            for _ in range(steps):
-                src, tgt = copy_batch(train_gen, batch, length)
-                logits = model(src, tgt[:, :-1])  # position t predicts tgt[:, t + 1]
-                loss = loss_fn(logits.reshape(-1, logits.size(-1)), tgt[:, 1:].reshape(-1))
-                optimiser.zero_grad()
-                loss.backward()
-                optimiser.step()
-                losses.append(float(loss))
-            seconds = time.perf_counter() - started
-            model.eval()
-            out = model.greedy_decode(test_src, length + 2, START, END)
-    finally:
-        torch.set_num_threads(threads)
-    same_shape = isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(test_tgt.shape)
-    return {
-        "losses": losses,
-        "exact_match": float((out == test_tgt).all(dim=1).float().mean()) if same_shape else 0.0,
-        "token_accuracy": float((out == test_tgt)[:, 1:].float().mean()) if same_shape else 0.0,
-        "examples": [(test_src[i].tolist(), out[i].tolist() if same_shape else None) for i in range(2)],
-        "output_shape": list(out.shape) if isinstance(out, torch.Tensor) else None,
-        "seconds": seconds,
-        "implicit_softmax": _implicit_softmax(caught),
-    }
 
 
 # --- plain-data views for the hidden checks --------------------------------------
@@ -425,13 +356,3 @@ def structure_summary(module: ModuleType, config: dict) -> dict:
     return {"children": {name: found["children"].get(name) for name in names}, "parameters": found["parameters"],
             "hidden_lists": found["hidden_lists"],
             "n_parameters_ok": found["n_parameters"] == found["expected_n_parameters"]}
-
-
-def copy_outcome(module: ModuleType, seed: int, steps: int, length: int, batch: int = 32, n_test: int = 100) -> dict:
-    """:func:`copy_task` summed up: the mean of the last 20 losses, the
-    exact-match rate and per-token accuracy of greedy decoding afterwards,
-    and the training time (for the record; never compared)."""
-    found = copy_task(module, seed=seed, steps=steps, batch=batch, length=length, n_test=n_test)
-    last = found["losses"][-20:]
-    return {"final_loss": sum(last) / max(len(last), 1), "exact_match": found["exact_match"],
-            "token_accuracy": found["token_accuracy"], "seconds": found["seconds"]}

@@ -5,7 +5,7 @@ fixed seeds; the reference passes it for every seed we tried. Run it alone:
 pytest exercises/11_transformer/test_transformer_training.py
 """
 from coursekit import expect
-from coursekit.probes.transformer import COPY_CONFIG, copy_task
+from coursekit.probes.copy_task import COPY_CONFIG, copy_task
 
 STEPS = 200
 MIN_EXACT_MATCH = 0.5  # chance is about 8**-8

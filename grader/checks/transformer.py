@@ -343,7 +343,7 @@ CHECKS = [
         message=text("a tiny Transformer learns to copy its input (training loss, then greedy decoding of new "
                      "sequences)",
                      "一个小型 Transformer 学会复制输入（训练损失，以及训练后对新序列的贪心解码）"),
-        calls=lambda gen: [ProbeCall(f"{PROBES}:copy_outcome", dict(COPY))],
+        calls=lambda gen: [ProbeCall("coursekit.probes.copy_task:copy_outcome", dict(COPY))],
         compare=_learns,
         pitfalls=("softmax-before-loss", "softmax-implicit-dim"),
         seed=10,

@@ -1,0 +1,92 @@
+"""Probes for exercise 11: train a tiny Transformer on a copy task.
+
+The public training test and the hidden check share :func:`copy_task`:
+teacher forcing for a couple of hundred steps, then greedy decoding of new
+sequences. Weights come from :func:`coursekit.probes.transformer.init_by_name`,
+so a submission and the reference start from the same model.
+"""
+from __future__ import annotations
+
+import time
+import warnings
+from types import ModuleType
+
+import torch
+from torch import nn
+
+from coursekit.probes.transformer import implicit_softmax, init_by_name
+
+COPY_CONFIG = {"src_vocab": 11, "tgt_vocab": 11, "d_model": 32, "num_heads": 4, "num_encoder_layers": 1,
+               "num_decoder_layers": 1, "d_ff": 64, "dropout": 0.0, "max_len": 64, "pad_idx": 0}
+PAD, START, END = 0, 1, 2  # tokens 3..10 are the symbols to copy
+
+
+def copy_batch(gen: torch.Generator, batch: int, length: int, vocab: int = 11) -> tuple[torch.Tensor, torch.Tensor]:
+    """src (batch, length) random symbols; tgt (batch, length + 2) =
+    [START, the same symbols, END]."""
+    src = torch.randint(END + 1, vocab, (batch, length), generator=gen)
+    start = torch.full((batch, 1), START)
+    end = torch.full((batch, 1), END)
+    return src, torch.cat([start, src, end], dim=1)
+
+
+def copy_task(module: ModuleType, seed: int = 0, steps: int = 200, batch: int = 32, length: int = 8,
+              lr: float = 3e-3, n_test: int = 100) -> dict:
+    """Train a tiny Transformer (``COPY_CONFIG``) to copy its input, with
+    teacher forcing and cross-entropy on ``forward``'s output, then
+    ``greedy_decode`` ``n_test`` new sequences.
+
+    Returns the training losses, the exact-match rate of the greedy outputs
+    (every token and the END right), the per-token accuracy, two example
+    (source, output) pairs, the training time in seconds, and whether a
+    softmax without ``dim`` was called.
+    """
+    model = module.Transformer(**COPY_CONFIG)
+    init_by_name(model, seed)
+    optimiser = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98))
+    loss_fn = nn.CrossEntropyLoss(ignore_index=PAD)
+    train_gen = torch.Generator().manual_seed(1_000 + seed)
+    test_src, test_tgt = copy_batch(torch.Generator().manual_seed(999_999 + seed), n_test, length)
+    losses = []
+    # One thread: for a model this small, threads cost more than they save,
+    # and on a busy machine a second thread can make training many times slower.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model.train()
+            started = time.perf_counter()
+            for _ in range(steps):
+                src, tgt = copy_batch(train_gen, batch, length)
+                logits = model(src, tgt[:, :-1])  # position t predicts tgt[:, t + 1]
+                loss = loss_fn(logits.reshape(-1, logits.size(-1)), tgt[:, 1:].reshape(-1))
+                optimiser.zero_grad()
+                loss.backward()
+                optimiser.step()
+                losses.append(float(loss))
+            seconds = time.perf_counter() - started
+            model.eval()
+            out = model.greedy_decode(test_src, length + 2, START, END)
+    finally:
+        torch.set_num_threads(threads)
+    same_shape = isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(test_tgt.shape)
+    return {
+        "losses": losses,
+        "exact_match": float((out == test_tgt).all(dim=1).float().mean()) if same_shape else 0.0,
+        "token_accuracy": float((out == test_tgt)[:, 1:].float().mean()) if same_shape else 0.0,
+        "examples": [(test_src[i].tolist(), out[i].tolist() if same_shape else None) for i in range(2)],
+        "output_shape": list(out.shape) if isinstance(out, torch.Tensor) else None,
+        "seconds": seconds,
+        "implicit_softmax": implicit_softmax(caught),
+    }
+
+
+def copy_outcome(module: ModuleType, seed: int, steps: int, length: int, batch: int = 32, n_test: int = 100) -> dict:
+    """:func:`copy_task` summed up: the mean of the last 20 losses, the
+    exact-match rate and per-token accuracy of greedy decoding afterwards,
+    and the training time (for the record; never compared)."""
+    found = copy_task(module, seed=seed, steps=steps, batch=batch, length=length, n_test=n_test)
+    last = found["losses"][-20:]
+    return {"final_loss": sum(last) / max(len(last), 1), "exact_match": found["exact_match"],
+            "token_accuracy": found["token_accuracy"], "seconds": found["seconds"]}
