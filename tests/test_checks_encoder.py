@@ -10,7 +10,7 @@ import torch
 
 from coursekit.loader import load_module
 from grader.checks import CheckPlan, checks_for
-from grader.checks.encoder import trees_close
+from grader.checks.stacks import trees_close
 from grader.course import REPO_ROOT, load_course
 from grader.submissions import assemble
 from probecalls import run_probe, same

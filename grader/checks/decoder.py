@@ -1,7 +1,7 @@
 """Hidden checks of exercise 10 (decoder).
 
-As for the encoder (:mod:`grader.checks.encoder`, whose helpers this module
-shares): explicit weights loaded by name, from PyTorch's own
+As for the encoder (:mod:`grader.checks.encoder`; the helpers both share are
+in :mod:`grader.checks.stacks`): explicit weights loaded by name, from PyTorch's own
 ``nn.TransformerDecoderLayer`` renamed by :mod:`coursekit.probes.torch_oracles`.
 Target and source lengths differ unless a check says otherwise: a
 cross-attention that takes its queries from ``memory`` then cannot even run.
@@ -12,8 +12,9 @@ import torch
 
 from coursekit.probes import torch_oracles as oracles
 from grader.checks import Check, all_of, no_forbidden_calls, plain_equal, text
-from grader.checks.encoder import (
+from grader.checks.stacks import (
     BEHAVIOUR_SAME,
+    Weights,
     behaviour_config,
     call_of,
     causal,
@@ -42,8 +43,6 @@ STACK_STRUCTURE = f"{PROBES}:decoder_structure"
 NAMES = "self_attn, cross_attn, feed_forward, norm1, norm2, norm3"
 STACK_NAMES = "layers.0.self_attn, ..."
 LAYER_PITFALLS = ("shared-layernorm", "residual-missing", "cross-attn-swapped")
-
-Weights = dict[str, torch.Tensor]
 
 
 def _weights(config: dict, gen: torch.Generator, silenced: bool = False) -> Weights:
