@@ -17,6 +17,12 @@ def course():
 
 
 @pytest.fixture(scope="session")
+def midterm(course):
+    """The course's sample exam (course.yaml, exams)."""
+    return course.exam("midterm")
+
+
+@pytest.fixture(scope="session")
 def selftest_reports(course, tmp_path_factory):
     """Public tests of every exercise against its reference, its untouched
     stub and each pitfall variant: one run for the whole session."""

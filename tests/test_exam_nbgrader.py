@@ -18,7 +18,7 @@ nbgrader_api = pytest.importorskip("nbgrader.api", reason="nbgrader is not insta
 pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")
 
 from coursekit.notebook import PublicTests  # noqa: E402
-from grader.course import REPO_ROOT, load_course  # noqa: E402
+from grader.course import REPO_ROOT  # noqa: E402
 from grader.exams.build import build_exam, read_roster  # noqa: E402
 from grader.exams.nbgrader import assignment_name  # noqa: E402
 from grader.exams.questions import answer_keys  # noqa: E402
@@ -36,16 +36,6 @@ VARIANT_TESTS = {"03": ["test_causal_mask_of_your_length", "test_padding_mask_of
                         "test_causal_attention_over_your_heads", "test_attention_to_padded_keys_of_your_sizes"],
                  "06": ["test_split_heads_of_your_sizes", "test_merge_heads_undoes_split_heads_of_your_sizes",
                         "test_multihead_attention_of_your_sizes"]}
-
-
-@pytest.fixture(scope="module")
-def course():
-    return load_course(check_files=False)
-
-
-@pytest.fixture(scope="module")
-def midterm(course):
-    return course.exam("midterm")
 
 
 def _roster(path, students):

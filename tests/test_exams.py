@@ -17,26 +17,14 @@ STUDENTS = [f"s{i:03d}" for i in range(30)]
 
 
 @pytest.fixture(scope="module")
-def exam_course():
-    # check_files=False: exercises 07, 08 and 11 land later; the exam's own
-    # references are checked by the tests that run them.
-    return load_course(check_files=False)
+def variants(course, midterm):
+    return {s: make_variant(course, midterm, s, SECRET) for s in STUDENTS}
 
 
 @pytest.fixture(scope="module")
-def midterm(exam_course):
-    return exam_course.exam("midterm")
-
-
-@pytest.fixture(scope="module")
-def variants(exam_course, midterm):
-    return {s: make_variant(exam_course, midterm, s, SECRET) for s in STUDENTS}
-
-
-@pytest.fixture(scope="module")
-def keys(exam_course, midterm, variants):
+def keys(course, midterm, variants):
     """Every student's answer key: one subprocess runs the references."""
-    return answer_keys(exam_course, midterm, list(variants.values()), REPO_ROOT)
+    return answer_keys(course, midterm, list(variants.values()), REPO_ROOT)
 
 
 def solved(keys_of_student):
@@ -50,17 +38,17 @@ def score(course, exam, variant, keys_of_student, answers):
 
 # ---------------------------------------------------------------- variants
 
-def test_the_sample_exam_and_the_bank_are_valid(exam_course, midterm):
-    assert len(exam_course.questions) >= 20
+def test_the_sample_exam_and_the_bank_are_valid(course, midterm):
+    assert len(course.questions) >= 20
     assert [e.id for e in midterm.exercises] == ["03", "06"] and len(midterm.questions) >= 10
-    kinds = {exam_course.question(q).kind for q in midterm.questions}
+    kinds = {course.question(q).kind for q in midterm.questions}
     assert kinds == {"choice", "numeric", "short"}
-    for question in exam_course.questions.values():
+    for question in course.questions.values():
         assert question.text.en and question.text.zh
     # With the file checks too (the references the answers run exist).
     from grader.exams.validate import exam_problems
 
-    assert exam_problems(exam_course, REPO_ROOT, check_files=True) == []
+    assert exam_problems(course, REPO_ROOT, check_files=True) == []
 
 
 def test_two_students_get_different_variants(variants):
@@ -70,10 +58,10 @@ def test_two_students_get_different_variants(variants):
     assert len({tuple(v.orders["sqrt-dk-why"]) for v in variants.values()}) > 1  # so do choice orders
 
 
-def test_a_variant_is_reproducible_and_depends_on_the_secret(exam_course, midterm, variants):
-    again = make_variant(exam_course, midterm, "s001", SECRET)
+def test_a_variant_is_reproducible_and_depends_on_the_secret(course, midterm, variants):
+    again = make_variant(course, midterm, "s001", SECRET)
     assert again == variants["s001"]
-    other = make_variant(exam_course, midterm, "s001", SECRET + b"!")
+    other = make_variant(course, midterm, "s001", SECRET + b"!")
     assert other.seed != again.seed
 
 
@@ -90,17 +78,17 @@ def test_the_public_part_of_a_variant_holds_no_hidden_seed(variants):
     assert set(public) == {"exam", "student", "sizes", "seed"} and public["seed"] == variants["s001"].public_seed
 
 
-def test_the_secret_comes_from_the_environment_or_the_file(exam_course, tmp_path, monkeypatch):
+def test_the_secret_comes_from_the_environment_or_the_file(course, tmp_path, monkeypatch):
     monkeypatch.delenv("GRADER_EXAM_SECRET", raising=False)
     with pytest.raises(ExamSecretError, match="GRADER_EXAM_SECRET"):
-        load_secret(exam_course, tmp_path)
+        load_secret(course, tmp_path)
     (tmp_path / ".exam-secret").write_text("short\n")
     with pytest.raises(ExamSecretError, match="shorter"):
-        load_secret(exam_course, tmp_path)
+        load_secret(course, tmp_path)
     (tmp_path / ".exam-secret").write_text("0123456789abcdef0123\n")
-    assert load_secret(exam_course, tmp_path) == b"0123456789abcdef0123"
+    assert load_secret(course, tmp_path) == b"0123456789abcdef0123"
     monkeypatch.setenv("GRADER_EXAM_SECRET", SECRET.decode())
-    assert load_secret(exam_course, tmp_path) == SECRET
+    assert load_secret(course, tmp_path) == SECRET
 
 
 def test_the_secret_file_is_ignored_by_git():
@@ -109,21 +97,21 @@ def test_the_secret_file_is_ignored_by_git():
 
 # ---------------------------------------------------------------- answers of a variant
 
-def test_each_reference_solved_exam_scores_full_marks(exam_course, midterm, variants, keys):
+def test_each_reference_solved_exam_scores_full_marks(course, midterm, variants, keys):
     for student, variant in variants.items():
-        points, max_points, verdicts = score(exam_course, midterm, variant, keys[student], solved(keys[student]))
+        points, max_points, verdicts = score(course, midterm, variant, keys[student], solved(keys[student]))
         assert points == max_points, [v for v in verdicts if not v.correct]
 
 
-def test_another_students_answers_score_low(exam_course, midterm, variants, keys):
+def test_another_students_answers_score_low(course, midterm, variants, keys):
     fractions = []
     for mine, theirs in zip(STUDENTS, STUDENTS[1:] + STUDENTS[:1]):
-        points, max_points, _ = score(exam_course, midterm, variants[mine], keys[mine], solved(keys[theirs]))
+        points, max_points, _ = score(course, midterm, variants[mine], keys[mine], solved(keys[theirs]))
         fractions.append(points / max_points)
     assert max(fractions) < 0.75 and sum(fractions) / len(fractions) < 0.5, fractions
 
 
-def test_numeric_answers_come_from_the_reference(exam_course, midterm, variants, keys):
+def test_numeric_answers_come_from_the_reference(course, midterm, variants, keys):
     for student, v in variants.items():
         s, k = v.sizes, keys[student]
         d, h = s["d_model"], s["heads"]
@@ -134,9 +122,9 @@ def test_numeric_answers_come_from_the_reference(exam_course, midterm, variants,
         assert k["causal-weight"].value == pytest.approx(0.0 if key > query else 1 / (query + 1), abs=1e-6)
 
 
-def test_the_shown_numbers_are_the_variants(exam_course, midterm, variants):
+def test_the_shown_numbers_are_the_variants(course, midterm, variants):
     v = variants["s003"]
-    shown = {q.id: q for q in shown_questions(exam_course, midterm, v)}
+    shown = {q.id: q for q in shown_questions(course, midterm, v)}
     d, h, ctx = v.sizes["d_model"], v.sizes["heads"], v.sizes["context_length"]
     assert f"MultiHeadAttention({d}, {d}, {ctx}, 0.0, num_heads={h})" in shown["mha-parameters"].en
     assert f"MultiHeadAttention({d}, {d}, {ctx}, 0.0, num_heads={h})" in shown["mha-parameters"].zh
@@ -170,10 +158,10 @@ def test_answers_file_that_is_not_yaml_is_read_line_by_line(tmp_path):
     assert read_answers(tmp_path / "missing.yaml") == ({}, ["missing.yaml is missing"])
 
 
-def test_verdicts_say_why(exam_course, midterm, variants, keys):
+def test_verdicts_say_why(course, midterm, variants, keys):
     k = keys["s001"]
     answers = {"sqrt-dk-why": "z", "mha-parameters": "lots", "split-heads-shape": list(k["split-heads-shape"].value)[:3]}
-    _, _, verdicts = score(exam_course, midterm, variants["s001"], k, answers)
+    _, _, verdicts = score(course, midterm, variants["s001"], k, answers)
     reasons = {v.question_id: v.reason for v in verdicts}
     assert reasons["sqrt-dk-why"].startswith("not a choice")
     assert reasons["mha-parameters"] == "not a number"
@@ -181,11 +169,11 @@ def test_verdicts_say_why(exam_course, midterm, variants, keys):
     assert reasons["table-path-rnn"] == "not answered"
 
 
-def test_numeric_tolerance(exam_course, midterm, variants, keys):
+def test_numeric_tolerance(course, midterm, variants, keys):
     k = keys["s002"]
     pe = k["pe-value"].value
     for given, right in [(round(pe, 4), True), (pe + 2e-4, False)]:
-        _, _, verdicts = score(exam_course, midterm, variants["s002"], k, {"pe-value": given})
+        _, _, verdicts = score(course, midterm, variants["s002"], k, {"pe-value": given})
         assert next(v for v in verdicts if v.question_id == "pe-value").correct is right
 
 
@@ -275,10 +263,10 @@ def test_sizes_that_depend_on_each_other_are_named(course_files):
     assert where == "exams[0].variant" and "depend on each other" in message
 
 
-def test_the_order_of_the_sizes_does_not_matter(exam_course, midterm, variants):
+def test_the_order_of_the_sizes_does_not_matter(course, midterm, variants):
     """YAML tools may sort keys: sizes are drawn after those they use, by name."""
     shuffled = midterm.model_copy(update={"variant": dict(sorted(midterm.variant.items()))})
-    assert make_variant(exam_course, shuffled, "s001", SECRET).sizes == variants["s001"].sizes
+    assert make_variant(course, shuffled, "s001", SECRET).sizes == variants["s001"].sizes
 
 
 def test_empty_range_is_caught_by_sample_draws(course_files):
@@ -316,25 +304,25 @@ def test_bank_unknown_placeholder_and_computation_are_named(course_files):
     assert where.endswith("compute.name") and "mha_params" in message
 
 
-def test_every_bank_question_renders_with_the_standard_sizes(exam_course):
+def test_every_bank_question_renders_with_the_standard_sizes(course):
     """Questions no exam uses yet are checked too: an exam with every question."""
     from grader.exams.validate import exam_problems
 
-    standard = dict(exam_course.exam("midterm").variant)
+    standard = dict(course.exam("midterm").variant)
     standard["vocab"] = SizeSpec(min=100, max=999)
-    everything = exam_course.exam("midterm").model_copy(update={"questions": list(exam_course.questions),
+    everything = course.exam("midterm").model_copy(update={"questions": list(course.questions),
                                                                 "variant": standard, "id": "everything"})
-    course = exam_course.model_copy(update={"exams": [everything]})
-    course._questions = exam_course.questions
+    course = course.model_copy(update={"exams": [everything]})
+    course._questions = course.questions
     assert exam_problems(course, REPO_ROOT) == []
 
 
-def test_every_computed_answer_of_the_bank_runs_on_the_references(exam_course):
-    standard = {**exam_course.exam("midterm").variant, "vocab": SizeSpec(min=100, max=999)}
-    everything = exam_course.exam("midterm").model_copy(update={"questions": list(exam_course.questions),
+def test_every_computed_answer_of_the_bank_runs_on_the_references(course):
+    standard = {**course.exam("midterm").variant, "vocab": SizeSpec(min=100, max=999)}
+    everything = course.exam("midterm").model_copy(update={"questions": list(course.questions),
                                                                 "variant": standard, "id": "everything"})
-    drawn = [make_variant(exam_course, everything, s, SECRET) for s in ("a1", "b2")]
-    keys = answer_keys(exam_course, everything, drawn, REPO_ROOT)
+    drawn = [make_variant(course, everything, s, SECRET) for s in ("a1", "b2")]
+    keys = answer_keys(course, everything, drawn, REPO_ROOT)
     for v in drawn:
         k, s = keys[v.student], v.sizes
         d = s["d_model"]

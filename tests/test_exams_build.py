@@ -28,16 +28,6 @@ STUDENTS = [f"s{i:03d}" for i in range(30)]
 
 
 @pytest.fixture(scope="module")
-def course():
-    return load_course(check_files=False)
-
-
-@pytest.fixture(scope="module")
-def midterm(course):
-    return course.exam("midterm")
-
-
-@pytest.fixture(scope="module")
 def roster_file(tmp_path_factory):
     path = tmp_path_factory.mktemp("roster") / "roster.csv"
     rows = [{"student_id": s, "name": f"Student {s}", "extra_time_min": "30" if s == "s005" else ""} for s in STUDENTS]

@@ -11,7 +11,7 @@ pytest.importorskip("grader.sandbox")
 
 from coursekit.loader import load_module  # noqa: E402
 from grader.checks import CheckPlan, checks_for  # noqa: E402
-from grader.course import REPO_ROOT, load_course  # noqa: E402
+from grader.course import REPO_ROOT  # noqa: E402
 from grader.exams.checks import checks_for_exam  # noqa: E402
 from grader.exams.grading import grade_exam  # noqa: E402
 from grader.exams.variants import make_variant  # noqa: E402
@@ -40,16 +40,6 @@ class InProcessSandbox:
             except Exception as exc:  # what the child would report
                 results.append(CallResult(False, None, type(exc).__name__, str(exc)))
         return RunResult("ok", results, "", "", "", 0.0)
-
-
-@pytest.fixture(scope="module")
-def course():
-    return load_course(check_files=False)
-
-
-@pytest.fixture(scope="module")
-def midterm(course):
-    return course.exam("midterm")
 
 
 def test_checks_without_a_variant_are_unchanged(course):
