@@ -160,4 +160,5 @@ def layer_stack(info: dict, *, owner: str, layer_class: str, n: int) -> None:
     equal((layers["length"], layers["classes"]), (n, [layer_class]), what=f"(len, classes) of {owner}.layers")
     that(layers["distinct"] == n, what=f"the {n} layers of {owner}",
          expected=f"{n} separate {layer_class} objects, each with its own weights",
-         actual=f"only {layers['distinct']} distinct object(s): `[layer] * n` repeats one layer")
+         actual=f"only {layers['distinct']} distinct object(s): `[layer] * n` repeats one layer",
+         pitfalls=["repeated-layer"])

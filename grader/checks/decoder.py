@@ -14,6 +14,7 @@ from coursekit.probes import torch_oracles as oracles
 from grader.checks import Check, all_of, no_forbidden_calls, plain_equal, text
 from grader.checks.stacks import (
     BEHAVIOUR_SAME,
+    STACK_PITFALLS,
     Weights,
     behaviour_config,
     call_of,
@@ -237,7 +238,7 @@ CHECKS = [
         compare=all_of(plain_equal("hidden_lists", reason="layers kept in a plain Python list"),
                        plain_equal("layers", reason="layers is not an nn.ModuleList of separate DecoderLayers"),
                        plain_equal("parameters", reason="the registered parameters differ from the contract's")),
-        pitfalls=("plain-list-layers",),
+        pitfalls=STACK_PITFALLS,
         seed=1011,
     ),
     Check(
@@ -248,7 +249,7 @@ CHECKS = [
                      "dropout 只在训练模式下起作用（.eval() 必须作用到每一层）"),
         calls=lambda gen: _behaviour(gen, 1, stack=True),
         compare=BEHAVIOUR_SAME,
-        pitfalls=("plain-list-layers",),
+        pitfalls=STACK_PITFALLS,
         seed=1012,
     ),
     Check(
@@ -258,7 +259,7 @@ CHECKS = [
                      "载入给定权重的 1 到 4 层 Decoder：逐层计算，每层使用同一个 memory 和同样的掩码"),
         calls=lambda gen: _calls(gen, 4, "output", ("target-padding", "causal", "none"), stack=True),
         compare=loaded_and_close(STACK_NAMES, atol=2e-5),
-        pitfalls=("plain-list-layers",),
+        pitfalls=STACK_PITFALLS,
         seed=1013,
     ),
     Check(
@@ -271,7 +272,7 @@ CHECKS = [
         # judge would take one mistake for the other.
         calls=lambda gen: _calls(gen, 2, "float64", ("target-padding",), stack=True, same_lengths=True),
         compare=float64_close(STACK_NAMES),
-        pitfalls=("plain-list-layers",),
+        pitfalls=STACK_PITFALLS,
         seed=1014,
     ),
     Check(
@@ -280,7 +281,7 @@ CHECKS = [
                      "训练模式下带 dropout 的 Decoder（与参考实现使用相同的随机 dropout 掩码）"),
         calls=lambda gen: _calls(gen, 2, "train", ("causal",), stack=True),
         compare=loaded_and_close(STACK_NAMES, atol=2e-5),
-        pitfalls=("plain-list-layers",),
+        pitfalls=STACK_PITFALLS,
         seed=1015,
     ),
     Check(
@@ -289,7 +290,7 @@ CHECKS = [
                      "Decoder 对 x、memory（每一层都使用）和每个参数的梯度"),
         calls=lambda gen: _calls(gen, 2, "gradients", ("causal",), stack=True),
         compare=gradients_close(STACK_NAMES),
-        pitfalls=("plain-list-layers",),
+        pitfalls=STACK_PITFALLS,
         seed=1016,
     ),
     no_forbidden_calls("10", requires=("10-layer-behaviour",)),

@@ -16,6 +16,7 @@ from coursekit.probes import torch_oracles as oracles
 from grader.checks import Check, all_of, no_forbidden_calls, plain_equal, text
 from grader.checks.stacks import (
     BEHAVIOUR_SAME,
+    STACK_PITFALLS,
     Weights,
     behaviour_config,
     call_of,
@@ -211,7 +212,7 @@ CHECKS = [
         compare=all_of(plain_equal("hidden_lists", reason="layers kept in a plain Python list"),
                        plain_equal("layers", reason="layers is not an nn.ModuleList of separate EncoderLayers"),
                        plain_equal("parameters", reason="the registered parameters differ from the contract's")),
-        pitfalls=("plain-list-layers",),
+        pitfalls=STACK_PITFALLS,
         seed=910,
     ),
     Check(
@@ -221,7 +222,7 @@ CHECKS = [
                      "忽略填充位置、dropout 只在训练模式下起作用（.eval() 必须作用到每一层）"),
         calls=lambda gen: _behaviour(gen, 2, stack=True),
         compare=BEHAVIOUR_SAME,
-        pitfalls=("plain-list-layers",),
+        pitfalls=STACK_PITFALLS,
         seed=915,
     ),
     Check(
@@ -231,7 +232,7 @@ CHECKS = [
                      "载入给定权重的 1 到 4 层 Encoder：逐层计算，每层使用同一个掩码"),
         calls=lambda gen: _calls(gen, 4, "output", ("padding", "full", "none"), stack=True),
         compare=loaded_and_close(STACK_NAMES, atol=2e-5),
-        pitfalls=("plain-list-layers",),
+        pitfalls=STACK_PITFALLS,
         seed=911,
     ),
     Check(
@@ -241,7 +242,7 @@ CHECKS = [
                      "Encoder.to(torch.float64) 转换每一层并保持 float64 精度"),
         calls=lambda gen: _calls(gen, 2, "float64", ("padding",), stack=True),
         compare=float64_close(STACK_NAMES),
-        pitfalls=("plain-list-layers",),
+        pitfalls=STACK_PITFALLS,
         seed=912,
     ),
     Check(
@@ -250,7 +251,7 @@ CHECKS = [
                      "训练模式下带 dropout 的 Encoder（与参考实现使用相同的随机 dropout 掩码）"),
         calls=lambda gen: _calls(gen, 2, "train", ("padding",), stack=True),
         compare=loaded_and_close(STACK_NAMES, atol=2e-5),
-        pitfalls=("plain-list-layers",),
+        pitfalls=STACK_PITFALLS,
         seed=913,
     ),
     Check(
@@ -259,7 +260,7 @@ CHECKS = [
                      "Encoder 对输入和每个参数的梯度"),
         calls=lambda gen: _calls(gen, 2, "gradients", ("padding",), stack=True),
         compare=gradients_close(STACK_NAMES),
-        pitfalls=("plain-list-layers",),
+        pitfalls=STACK_PITFALLS,
         seed=914,
     ),
     no_forbidden_calls("09", requires=("09-layer-behaviour",)),

@@ -15,6 +15,9 @@ from grader.sandbox import ProbeCall
 
 Weights = dict[str, torch.Tensor]
 
+# What a stack of layers gets wrong: a plain list, or one layer repeated.
+STACK_PITFALLS = ("plain-list-layers", "repeated-layer")
+
 
 def draw(gen: torch.Generator, low: int, high: int) -> int:
     """An int in ``[low, high]`` (both included) from ``gen``."""
