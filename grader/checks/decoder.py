@@ -43,7 +43,7 @@ STACK_STRUCTURE = f"{PROBES}:decoder_structure"
 
 NAMES = "self_attn, cross_attn, feed_forward, norm1, norm2, norm3"
 STACK_NAMES = "layers.0.self_attn, ..."
-LAYER_PITFALLS = ("shared-layernorm", "residual-missing", "cross-attn-swapped")
+LAYER_PITFALLS = ("shared-layernorm", "residual-missing", "cross-attn-swapped", "pre-norm")
 
 
 def _weights(config: dict, gen: torch.Generator, silenced: bool = False) -> Weights:
@@ -119,7 +119,7 @@ CHECKS = [
                      "（post-norm）、后面的目标位置与 memory 的填充位置不影响不该影响的输出、dropout 只在训练模式下起作用"),
         calls=lambda gen: _behaviour(gen, 2, stack=False),
         compare=BEHAVIOUR_SAME,
-        pitfalls=("cross-attn-swapped",),
+        pitfalls=("cross-attn-swapped", "pre-norm"),
         seed=1009,
     ),
     Check(

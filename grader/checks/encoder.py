@@ -46,6 +46,7 @@ STACK_STRUCTURE = f"{PROBES}:encoder_structure"
 # --- exercise 09 ------------------------------------------------------------------
 
 NAMES = "self_attn, feed_forward, norm1, norm2"
+LAYER_PITFALLS = ("shared-layernorm", "residual-missing", "pre-norm")
 STACK_NAMES = "layers.0.self_attn, ..."
 
 
@@ -112,6 +113,7 @@ CHECKS = [
                      "填充位置不影响其他位置、dropout 只在训练模式下起作用"),
         calls=lambda gen: _behaviour(gen, 3, stack=False),
         compare=BEHAVIOUR_SAME,
+        pitfalls=("pre-norm",),
         seed=909,
     ),
     Check(
@@ -122,7 +124,7 @@ CHECKS = [
                      "长度、头数、d_model、d_ff）上、无掩码、设置了 dropout 比例的 eval 模式下的输出"),
         calls=lambda gen: _calls(gen, 6, "output", ("none",)),
         compare=loaded_and_close(NAMES),
-        pitfalls=("shared-layernorm", "residual-missing"),
+        pitfalls=LAYER_PITFALLS,
         seed=900,
     ),
     Check(
@@ -132,7 +134,7 @@ CHECKS = [
                      "EncoderLayer 使用填充掩码 (batch, 1, n)，包括整条序列都是填充的情况"),
         calls=lambda gen: _calls(gen, 6, "output", ("padding",)),
         compare=loaded_and_close(NAMES),
-        pitfalls=("shared-layernorm", "residual-missing"),
+        pitfalls=LAYER_PITFALLS,
         seed=901,
     ),
     Check(
@@ -141,7 +143,7 @@ CHECKS = [
                      "EncoderLayer 使用形状为 (n, n) 与 (batch, n, n) 的掩码，包括整行被遮蔽的情况"),
         calls=lambda gen: _calls(gen, 4, "output", ("full",)),
         compare=loaded_and_close(NAMES),
-        pitfalls=("shared-layernorm", "residual-missing"),
+        pitfalls=LAYER_PITFALLS,
         seed=902,
     ),
     Check(
@@ -191,7 +193,7 @@ CHECKS = [
                      "带填充掩码时，EncoderLayer 对输入和每个参数的梯度"),
         calls=lambda gen: _calls(gen, 3, "gradients", ("padding",)),
         compare=gradients_close(NAMES),
-        pitfalls=("shared-layernorm", "residual-missing"),
+        pitfalls=LAYER_PITFALLS,
         seed=907,
     ),
     Check(
