@@ -17,7 +17,8 @@
 #        VENV=/path/to/venv to use another checkout's venv)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-TESTS=(tests/test_sandbox.py tests/test_sandbox_redteam.py)
+# The sandbox on its own, and the attack corpus through `grader grade` end to end.
+TESTS=(tests/test_sandbox.py tests/test_sandbox_redteam.py tests/redteam/test_attacks.py)
 
 if [ "$(id -u)" -ne 0 ]; then
     exec "${PYTHON:-.venv/bin/python}" -m pytest -p no:cacheprovider -ra "${TESTS[@]}" "$@"
