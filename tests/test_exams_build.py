@@ -11,6 +11,7 @@ from datetime import timedelta
 
 import pytest
 import yaml
+from browser import CHROMIUM, render
 from typer.testing import CliRunner
 
 from grader.cli import app
@@ -256,8 +257,11 @@ def test_the_class_report_shows_the_exam_recorded_in_the_gradebook(graded, cours
     html = index.read_text(encoding="utf-8")
     assert "Exam: Midterm: attention" in html and "sqrt-dk-why" in html and "Questions, most missed first" in html
     assert "Checks, hardest first" not in html                       # no exercise was graded into this gradebook
+    assert "⟨d_model⟩" in html and "{d_model}" not in html             # a size each student saw as their own
     without = write_html_report(course, [], tmp_path / "plain").read_text(encoding="utf-8")
     assert "Exam:" not in without
+    if CHROMIUM:  # the exam section in a real browser (.ci/run installs chromium)
+        render(index, tmp_path)
 
 
 # ---------------------------------------------------------------- the command line

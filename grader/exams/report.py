@@ -38,12 +38,9 @@ def write_grades_csv(run: ExamRun, path: Path) -> None:
 
 def write_html(course: Course, run: ExamRun, stats: dict, path: Path) -> None:
     # The class report's templates and filters (grader/report/templates: base.html, exam*.html).
-    from jinja2 import Environment, PackageLoader, select_autoescape
+    from grader.report.html import environment
 
-    env = Environment(loader=PackageLoader("grader.report", "templates"), autoescape=select_autoescape(["html"]))
-    env.filters["pct"] = lambda x: f"{100 * x:.0f}%"
-    env.filters["pts"] = lambda x: f"{x:g}"
-    html = env.get_template("exam.html").render(course=course, run=run, stats=stats)
+    html = environment().get_template("exam.html").render(course=course, run=run, stats=stats)
     path.write_text(html, encoding="utf-8")
 
 

@@ -25,10 +25,14 @@ STATUS_TEXT = {
 }
 
 
-def _environment() -> Environment:
+def environment() -> Environment:
+    """The report templates (grader/report/templates), autoescaped, with
+    their filters: ``pct``, ``pts`` and ``placeholders``."""
     env = Environment(loader=PackageLoader("grader.report", "templates"), autoescape=select_autoescape(["html"]))
     env.filters["pct"] = lambda x: f"{100 * x:.0f}%"
     env.filters["pts"] = lambda x: f"{x:.2f}".rstrip("0").rstrip(".")
+    # An exam question's {size}: each student saw their own number there.
+    env.filters["placeholders"] = lambda text: re.sub(r"\{(\w+)\}", "⟨\\1⟩", text)
     return env
 
 
@@ -63,7 +67,7 @@ def write_html_report(course: Course, records: list[Record], out: Path, *,
     out.mkdir(parents=True, exist_ok=True)
     (out / "students").mkdir(exist_ok=True)
     (out / "img").mkdir(exist_ok=True)
-    env = _environment()
+    env = environment()
     records = [r for r in records if not is_exam_row(course, r.key.exercise)]
     students = _by_student(records)
     exercise_ids = sorted({r.key.exercise for r in records})
