@@ -297,3 +297,23 @@ def test_cli_without_a_secret_says_where_to_put_one(monkeypatch):
         pytest.skip("this checkout has an exam secret file")
     result = CliRunner().invoke(app, ["exam", "variant", "midterm", "abc"])
     assert result.exit_code == 2 and "GRADER_EXAM_SECRET" in result.output
+
+
+def test_the_demo_midterm(tmp_path, monkeypatch):
+    """examples/make_exam_submissions.py (the README's demo): alice right,
+    bob two answers wrong, carol 20 minutes late; graded into the gradebook."""
+    monkeypatch.setenv("GRADER_EXAM_SECRET", SECRET.decode())
+    done = subprocess.run([sys.executable, "examples/make_exam_submissions.py", str(tmp_path / "exam")],
+                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = CliRunner().invoke(app, ["exam", "grade", "midterm", str(tmp_path / "exam" / "submissions"),
+                                      "--answers-only", "--roster", str(tmp_path / "exam" / "roster.csv"),
+                                      "--out", str(tmp_path / "out"), "--db", str(tmp_path / "grades.db")])
+    assert result.exit_code == 0, result.output
+    rows = {r["student"]: r for r in csv.DictReader((tmp_path / "out" / "grades.csv").open(encoding="utf-8"))}
+    assert rows["alice"]["questions"] == rows["alice"]["questions_max"] and rows["alice"]["late_factor"] == "1"
+    assert float(rows["bob"]["questions"]) < float(rows["bob"]["questions_max"])
+    assert rows["carol"]["late_factor"] == "0.85"
+    with Gradebook(tmp_path / "grades.db") as book:
+        assert {r.key.student for r in book.records(load_course().course.version)} == {"alice", "bob", "carol"}
+
