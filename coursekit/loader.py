@@ -8,6 +8,7 @@ earlier in the same pytest session.
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -16,6 +17,19 @@ from types import ModuleType
 class ExerciseImportError(Exception):
     """The student's module could not be imported (syntax error, missing
     file, error at import time). Carries a message meant for the student."""
+
+
+# Python's message when a module lacks a name asked of it (``AttributeError:``
+# in front when the text is an error's type and message together).
+_MISSING_NAME = re.compile(r"^(?:AttributeError: )?module '(\w+)' has no attribute '(\w+)'$")
+
+
+def missing_name(error: str) -> tuple[str, str] | None:
+    """(module, name) when ``error`` says a module has no such name (a
+    misspelt or renamed function), else None. The pytest plugin and the
+    grader's verdicts both turn it into one clear line."""
+    match = _MISSING_NAME.match(error)
+    return (match.group(1), match.group(2)) if match else None
 
 
 def _forget_foreign_siblings(folder: Path) -> None:

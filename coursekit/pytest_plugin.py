@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,7 +26,7 @@ import torch
 
 from coursekit.course import CourseInfo, exercise_id_of
 from coursekit.expect import ProbeFailure
-from coursekit.loader import ExerciseImportError, load_module
+from coursekit.loader import ExerciseImportError, load_module, missing_name
 
 
 @dataclass
@@ -92,18 +91,6 @@ def _pitfalls_for(item: pytest.Item, excinfo: pytest.ExceptionInfo, folder: Path
     return list(dict.fromkeys(found))  # unique, in order
 
 
-_MISSING_NAME = re.compile(r"^module '(\w+)' has no attribute '(\w+)'$")
-
-
-def _missing_name(excinfo: pytest.ExceptionInfo) -> tuple[str, str] | None:
-    """(module, name) when a test asked the student's module for a name it
-    lacks (a misspelled or renamed function): one line says so."""
-    if not excinfo.errisinstance(AttributeError):
-        return None
-    match = _MISSING_NAME.match(str(excinfo.value))
-    return match.groups() if match else None
-
-
 def _stub_location(excinfo: pytest.ExceptionInfo) -> str:
     entry = excinfo.traceback[-1]
     return f"{Path(str(entry.path)).name}:{entry.lineno + 1} ({entry.name})"
@@ -125,7 +112,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
                     f"not implemented yet: {excinfo.value or 'this part of the exercise'}"
                     f"\n  (raised at {_stub_location(excinfo)})"
                 )
-            elif (missing := _missing_name(excinfo)) is not None:
+            elif excinfo.errisinstance(AttributeError) and (missing := missing_name(str(excinfo.value))):
                 module, name = missing
                 report.longrepr = (f"{module}.py defines no {name!r}: write it at the top level of {module}.py, "
                                    f"spelled as in README.md\n{module}.py 中没有 {name!r}：请按 README 中的名字在文件顶层定义它")

@@ -19,6 +19,7 @@ import torch
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from coursekit.loader import missing_name
 from grader.checks import Check, CheckPlan, checks_for, figures_for, pick
 from grader.course import REPO_ROOT, Course, Exercise, Text
 from grader.pitfalls import load_variants
@@ -81,16 +82,12 @@ def _call_reason(call: CallResult | None, run: RunResult) -> str | None:
     if not call.ok:
         if call.error_type == "NotImplementedError":
             return NOT_IMPLEMENTED
-        if call.error_type == "AttributeError" and (missing := _MISSING_NAME.match(call.error or "")):
-            module, name = missing.groups()  # the probe asked the module for a public name: nothing hidden
+        if call.error_type == "AttributeError" and (missing := missing_name(call.error or "")):
+            module, name = missing  # the probe asked the module for a public name: nothing hidden
             return f"{module}.py defines no {name!r} at its top level (check the name's spelling)"
         # The error type only: the message could quote hidden inputs.
         return f"raised {call.error_type}" if call.error_type else "failed"
     return None
-
-
-# Python's message when a module lacks a name the probe asked it for.
-_MISSING_NAME = re.compile(r"^(?:AttributeError: )?module '(\w+)' has no attribute '(\w+)'$")
 
 
 def _first_failure(check: Check, calls: slice, run: RunResult, expected: RunResult) -> tuple[str, str] | None:
