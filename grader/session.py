@@ -4,7 +4,6 @@ only parses options and this module only orchestrates."""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import importlib.util
 import tempfile
 from pathlib import Path
@@ -53,8 +52,7 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
     if executor == "dask" and importlib.util.find_spec("distributed") is None:
         console.print("--executor dask needs Dask: pip install 'attention-course[scale]'")
         return EXIT_BAD_INPUT
-    limits = Limits(**course.grading.model_dump())
-    limits = dataclasses.replace(limits, **{k: v for k, v in (("timeout_s", timeout), ("memory_mb", memory)) if v})
+    limits = Limits.from_grading(course.grading, timeout_s=timeout, memory_mb=memory)
     root = course_path.resolve().parent
     try:
         with Gradebook(db) as gradebook, contextlib.ExitStack() as stack, \

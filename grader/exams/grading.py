@@ -149,10 +149,11 @@ def collect_exam(submissions_dir: Path, workdir: Path, exam_id: str | None = Non
 
 
 def _grade_code(course: Course, exam: Exam, submissions_dir: Path, variants: dict[str, Variant], sandbox,
-                workdir: Path, root: Path, jobs: int, nbgrader: dict[str, Path], book=None,
-                resumed: list | None = None) -> dict[str, dict[str, dict]]:
+                workdir: Path, root: Path, jobs: int, nbgrader: dict[str, Path],
+                book=None) -> tuple[dict[str, dict[str, dict]], int]:
     """Per student, per exercise: the hidden checks of the student's variant
-    (``nbgrader``: student -> their own assignment folder, graded alone).
+    (``nbgrader``: student -> their own assignment folder, graded alone),
+    and how many of those results came from the gradebook.
 
     With a gradebook (``book``), parts already recorded are taken from it and
     each student's new parts are recorded as soon as the student is done
@@ -172,7 +173,7 @@ def _grade_code(course: Course, exam: Exam, submissions_dir: Path, variants: dic
         submissions.update({s.student: s for s in collect(staged, course, exercises, workdir / "code-nbgrader", root)})
     results: dict[str, dict[str, dict]] = {student: {} for student in variants}
     todo: dict[str, list[tuple]] = {}
-    resumed = [] if resumed is None else resumed
+    resumed = 0
     for student in sorted(variants):
         for exercise in exercises:
             part = submissions[student].exercises.get(exercise.id) if student in submissions else None
@@ -180,7 +181,7 @@ def _grade_code(course: Course, exam: Exam, submissions_dir: Path, variants: dic
             recorded = book.get(key) if book is not None else None
             if recorded is not None:
                 results[student][exercise.id] = part_from_record(recorded)
-                resumed.append(key)
+                resumed += 1
             else:
                 todo.setdefault(student, []).append((exercise, part, key))
 
@@ -202,7 +203,7 @@ def _grade_code(course: Course, exam: Exam, submissions_dir: Path, variants: dic
                 if book is not None:
                     record_part(book, key, part)
                 results[student][exercise_id] = part
-    return results
+    return results, resumed
 
 
 def _not_code(folder: str, names: list[str]) -> list[str]:
@@ -227,9 +228,8 @@ def grade_exam(course: Course, exam: Exam, submissions_dir: Path, *, secret: byt
     keys = answer_keys(course, exam, list(variants.values()), root)
     code_graded = sandbox is not None and bool(exam.exercises)
     nbgrader = {s: sub.tree for s, sub in submissions.items() if sub.nbgrader and sub.tree is not None}
-    resumed: list = []
-    code = (_grade_code(course, exam, submissions_dir, variants, sandbox, workdir, root, jobs, nbgrader,
-                        gradebook, resumed) if code_graded else {})
+    code, resumed = (_grade_code(course, exam, submissions_dir, variants, sandbox, workdir, root, jobs, nbgrader,
+                                 gradebook) if code_graded else ({}, 0))
     code_max = sum(item.points for item in exam.exercises)
     results = []
     for student in students:
@@ -259,4 +259,4 @@ def grade_exam(course: Course, exam: Exam, submissions_dir: Path, *, secret: byt
             record_total(gradebook, course, exam, result, variants[student])
         if on_result is not None:
             on_result(result)
-    return ExamRun(exam, results, code_graded=code_graded, problems=run_problems, resumed=len(resumed))
+    return ExamRun(exam, results, code_graded=code_graded, problems=run_problems, resumed=resumed)

@@ -11,7 +11,7 @@ from rich.console import Console
 
 from grader.course import CourseError, load_course
 from grader.gradebook import Gradebook, GradebookError
-from grader.sandbox import SandboxError
+from grader.sandbox import Limits, Sandbox, SandboxError
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_GRADER_BROKEN, EXIT_GRADEBOOK = 0, 2, 3, 4
 
@@ -48,15 +48,7 @@ def run_exam_grading(exam_id: str, submissions: Path, *, out: Path, course_path:
             if answers_only or not exam.exercises:
                 run = grade_exam(course, exam, submissions, workdir=Path(workdir), **options)
             else:
-                try:
-                    import dataclasses
-
-                    from grader.sandbox import Limits, Sandbox
-                except ImportError:
-                    console.print("the sandbox is not available in this checkout: grade with --answers-only")
-                    return EXIT_GRADER_BROKEN
-                limits = Limits(**course.grading.model_dump())
-                limits = dataclasses.replace(limits, **{k: v for k, v in (("timeout_s", timeout), ("memory_mb", memory)) if v})
+                limits = Limits.from_grading(course.grading, timeout_s=timeout, memory_mb=memory)
                 with Sandbox(limits) as sandbox:
                     run = grade_exam(course, exam, submissions, workdir=Path(workdir), sandbox=sandbox, jobs=jobs,
                                      **options)

@@ -28,10 +28,12 @@ class Limits:
     threads: int
 
     @classmethod
-    def from_grading(cls, grading: Any) -> Limits:
-        """From the course's ``grading`` section (any object with the five fields)."""
-        return cls(timeout_s=float(grading.timeout_s), cpu_s=float(grading.cpu_s),
-                   memory_mb=int(grading.memory_mb), output_limit_kb=int(grading.output_limit_kb),
+    def from_grading(cls, grading: Any, *, timeout_s: float | None = None, memory_mb: int | None = None) -> Limits:
+        """From the course's ``grading`` section (any object with the five
+        fields); ``timeout_s`` and ``memory_mb``, when given, override it (the
+        command line's ``--timeout`` and ``--memory``)."""
+        return cls(timeout_s=float(timeout_s or grading.timeout_s), cpu_s=float(grading.cpu_s),
+                   memory_mb=int(memory_mb or grading.memory_mb), output_limit_kb=int(grading.output_limit_kb),
                    threads=int(grading.threads))
 
 
