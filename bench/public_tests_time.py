@@ -42,7 +42,7 @@ def main() -> None:
     chosen = [course.exercise(i) for i in args.exercises] if args.exercises else course.exercises
     torch_s = median_seconds([sys.executable, "-c", "import torch"], REPO, args.repeats)
     print(f"python -c 'import torch': {torch_s:.2f} s (median of {args.repeats})")
-    print(f"{'exercise':<26} {'stub':>7} {'reference':>10}   beyond import torch (reference)")
+    print(f"{'exercise':<26} {'stub':>7} {'reference':>10}   beyond import torch: stub, reference")
     with tempfile.TemporaryDirectory(prefix="public-time-") as tmp:
         for exercise in chosen:
             stub_s = median_seconds([sys.executable, "-m", "pytest", "-q", f"exercises/{exercise.folder}"],
@@ -58,7 +58,7 @@ def main() -> None:
                 shutil.copy(source, copy / "exercises" / exercise.folder / source.name)
             ref_s = median_seconds([sys.executable, "-m", "pytest", "-q", f"exercises/{exercise.folder}"],
                                    copy, args.repeats)
-            print(f"{exercise.folder:<26} {stub_s:6.2f}s {ref_s:9.2f}s   {ref_s - torch_s:+.2f} s")
+            print(f"{exercise.folder:<26} {stub_s:6.2f}s {ref_s:9.2f}s   {stub_s - torch_s:+.2f} s, {ref_s - torch_s:+.2f} s")
 
 
 if __name__ == "__main__":
