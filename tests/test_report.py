@@ -9,7 +9,7 @@ import pytest
 from browser import CHROMIUM, render
 
 from grader.gradebook import Gradebook, Key
-from grader.report import write_grades_csv, write_html_report, write_results_json
+from grader.report import svg, write_grades_csv, write_html_report, write_results_json
 
 
 def _verdict(check_id, passed, points, max_points, pitfalls=(), confirmed=()):
@@ -55,7 +55,9 @@ def test_pages_show_hints_and_escape_what_students_control(records, tmp_path, co
     bob = (tmp_path / "report" / "students" / "bob.html").read_text(encoding="utf-8")
     assert course.pitfall("softmax-overflow").hint.en in bob and course.pitfall("softmax-overflow").hint.zh in bob
     assert "matches this mistake exactly" in bob and "timed out after 60 s" in bob
-    assert "weights on six words" in bob and "六个词上的权重" in bob and "-03-causal-weights.png" in bob
+    assert "weights on six words" in bob and "六个词上的权重" in bob
+    assert bob.count('<svg class="heatmaps"') == 1 and "no result" in bob  # bob's 03 timed out: no weights of his
+    assert '<svg class="chart"' in bob  # his scores next to the class mean
     assert "<script>" not in index.read_text(encoding="utf-8")  # a hostile student id is escaped
     for page in [index, *(tmp_path / "report" / "students").glob("*.html")]:
         for src in re.findall(r'src="([^"]+)"', page.read_text(encoding="utf-8")):
@@ -83,3 +85,16 @@ def test_export_csv_for_an_lms(records, tmp_path, course):
     assert bob[1] == "5" and bob[3] == "0" and bob[-1] == "5"
     result = CliRunner().invoke(app, ["export", "csv", str(tmp_path / "long.csv"), "--db", str(db)])
     assert result.exit_code == 0 and "3 students, 4 results" in result.output
+
+
+def test_student_figures_are_inline_svg_on_the_expected_colour_scale():
+    expected = [[0.0, 1.0], [0.5, 0.5]]
+    drawn = str(svg.side_by_side([[1.0, float("nan")], [0.5, 0.5], [2.0, -1.0]], expected, "<b>weights</b>"))
+    low, high = svg._hex(svg._VIRIDIS(0.0)), svg._hex(svg._VIRIDIS(1.0))
+    cells = re.findall(r'<rect x="[^"]+" y="[^"]+" width="[^"]+" height="[^"]+" fill="(#[0-9a-f]{6})"/>', drawn)
+    # Yours (3 x 2, a NaN, values beyond the scale clipped), then expected (2 x 2), then the colour bar.
+    assert cells[:6] == [high, svg.NO_VALUE, svg._hex(svg._VIRIDIS(0.5)), svg._hex(svg._VIRIDIS(0.5)), high, low]
+    assert cells[6:10] == [low, high, svg._hex(svg._VIRIDIS(0.5)), svg._hex(svg._VIRIDIS(0.5))]
+    assert "<title>&lt;b&gt;weights&lt;/b&gt;</title>" in drawn and "<b>" not in drawn
+    bars = str(svg.score_bars(["01", "<02>"], [1.0, 0.25], [0.5, 0.5]))
+    assert "01 you: 100%" in bars and "&lt;02&gt; class mean: 50%" in bars and "<02>" not in bars

@@ -11,7 +11,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from grader.course import Course
 from grader.gradebook import Record
-from grader.report import plots
+from grader.report import plots, svg
 
 STATUS_TEXT = {
     "graded": "graded",
@@ -107,18 +107,14 @@ def write_html_report(course: Course, records: list[Record], out: Path, *,
 
     page = env.get_template("student.html")
     for student, rows in students.items():
-        figure = plots.student_scores(
+        figure = svg.score_bars(
             [e.id for e in exercises],
             [rows[e.id].points / rows[e.id].max_points if e.id in rows else 0.0 for e in exercises],
             [exercise_rate[e.id] for e in exercises],
-            out / "img" / f"student-{page_name(student)}.png",
         )
         pictures = {
-            exercise_id: [
-                (data["title"], plots.side_by_side(data["student"], data["expected"],
-                                                   out / "img" / f"student-{page_name(student)}-{exercise_id}-{name}.png"))
-                for name, data in record.figures.items()
-            ]
+            exercise_id: [(data["title"], svg.side_by_side(data["student"], data["expected"], data["title"]["en"]))
+                          for data in record.figures.values()]
             for exercise_id, record in rows.items() if record.figures
         }
         html = page.render(course=course, student=student, exercises=exercises, rows=rows,
