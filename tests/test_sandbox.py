@@ -246,14 +246,23 @@ def test_runs_in_flight_when_the_fork_server_dies_fail_alone(tmp_path):
         threads = [threading.Thread(target=work) for _ in range(4)]
         for t in threads:
             t.start()
-        for _ in range(4):
-            oks = statuses.count("ok")
-            while statuses.count("ok") < oks + 4 and not errors:  # the server restarted and is serving
-                time.sleep(0.05)
-            os.kill(box.info()["pid"], signal.SIGKILL)
-        stop.set()
-        for t in threads:
-            t.join()
+        killed = None
+        try:
+            for _ in range(4):
+                server = box.info()["pid"]  # the current server (started here if no thread has yet)
+                while server == killed:  # info() can answer for the killed one until it is reaped
+                    time.sleep(0.05)
+                    server = box.info()["pid"]
+                time.sleep(0.2)  # runs whose children outlived the killed server finish "ok" meanwhile
+                oks = statuses.count("ok")
+                while statuses.count("ok") < oks + 4 and not errors:  # this server is serving
+                    time.sleep(0.05)
+                os.kill(server, signal.SIGKILL)
+                killed = server
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
         assert errors == []
         assert statuses.count("ok") > 0 and box.run(folder, "submission", [call("double", 2)]).status == "ok"
 

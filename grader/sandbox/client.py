@@ -33,6 +33,9 @@ DEFAULT_UID = 65534
 _ENV_KEEP = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "PYTHONPATH", "VIRTUAL_ENV")
 _START_TIMEOUT_S = 180.0   # import torch + warm-up, on a loaded laptop
 _CONTROL_TIMEOUT_S = 60.0
+# Tries to start one run when its server dies first (each on a fresh server):
+# with --jobs N, a thread's first try can meet one death and its retry the next.
+_RUN_START_TRIES = 3
 
 
 class _KilledAtStart(Exception):
@@ -288,10 +291,12 @@ class Sandbox:
         state = RunState(self.limits, [c.probe for c in calls], module_name)
         pid = None
         try:
-            reply = self._request(run_id, {"op": "run", "id": run_id, "spec": spec}, child_ends)
-            if reply.get("op") == "dead":  # the server died since the last run: one fresh try
-                self._forget_server(self._sent_to.get(run_id))
+            for _ in range(_RUN_START_TRIES):
                 reply = self._request(run_id, {"op": "run", "id": run_id, "spec": spec}, child_ends)
+                if reply.get("op") != "dead":
+                    break
+                # The server died since the last run, or before it started this one: a fresh server.
+                self._forget_server(self._sent_to.get(run_id))
             for fd in child_ends:
                 os.close(fd)
             child_ends = []
