@@ -17,7 +17,10 @@ from pathlib import Path
 
 SCHEMA_VERSION = 2
 
-SCHEMA = """
+# One transaction: a grader killed while creating the file leaves no tables
+# or all of them, with their version (an existing file keeps its version).
+SCHEMA = f"""
+BEGIN IMMEDIATE;
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS results (
     student        TEXT NOT NULL,
@@ -30,9 +33,11 @@ CREATE TABLE IF NOT EXISTS results (
     reason         TEXT NOT NULL,
     verdicts       TEXT NOT NULL,   -- JSON list of verdicts
     graded_at      REAL NOT NULL,
-    figures        TEXT NOT NULL DEFAULT '{}',  -- JSON: feedback figures on public inputs (v2)
+    figures        TEXT NOT NULL DEFAULT '{{}}',  -- JSON: feedback figures on public inputs (v2)
     PRIMARY KEY (student, exercise, content_hash, course_version)
 );
+INSERT OR IGNORE INTO meta VALUES ('schema_version', '{SCHEMA_VERSION}');
+COMMIT;
 """
 # Each step takes the schema from version N to N + 1, in one transaction.
 MIGRATIONS = {1: "ALTER TABLE results ADD COLUMN figures TEXT NOT NULL DEFAULT '{}'"}
@@ -83,11 +88,7 @@ class Gradebook:
             raise GradebookError(f"{self.path}: cannot open the gradebook: {exc}") from exc
 
     def _check_schema(self) -> None:
-        row = self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        if row is None:
-            self._db.execute("INSERT INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            return
-        version = int(row[0])
+        version = int(self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0])
         if version > SCHEMA_VERSION:
             raise GradebookError(f"{self.path}: schema version {version}, this grader writes {SCHEMA_VERSION}")
         while version < SCHEMA_VERSION:
