@@ -277,28 +277,30 @@ class Sandbox:
         self._server()
         started = time.monotonic()  # the wall clock starts once the fork-server is up
         run_dir = Path(tempfile.mkdtemp(prefix="sandbox-run-", dir=self._scratch_root))
-        scratch = run_dir / "scratch"
-        scratch.mkdir()
         if os.geteuid() == 0:  # without a mount namespace the dropped uid writes here directly
             os.chmod(run_dir, 0o711)
-            os.chown(scratch, self._uid, self._gid)
-        pipes = [os.pipe() for _ in range(4)]  # request, result, stdout, stderr
-        child_ends = [pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1]]
-        ours = [pipes[0][1], pipes[1][0], pipes[2][0], pipes[3][0]]
-        spec = {"module_dir": str(folder), "module_name": module_name, "scratch": str(scratch)}
         run_id = next(self._ids)
         self._waiters[run_id] = queue.Queue()
         state = RunState(self.limits, [c.probe for c in calls], module_name)
-        pid = None
+        pid, child_ends, ours = None, [], []
         try:
-            for _ in range(_RUN_START_TRIES):
+            for attempt in range(_RUN_START_TRIES):
+                # Fresh pipes and scratch each try: a server that died after
+                # forking leaves an orphaned child holding the last try's
+                # (it wrote a second layers report into a retried run once).
+                _close_all(child_ends + ours)
+                child_ends, ours = _run_pipes()
+                scratch = run_dir / f"scratch{attempt}"
+                scratch.mkdir()
+                if os.geteuid() == 0:
+                    os.chown(scratch, self._uid, self._gid)
+                spec = {"module_dir": str(folder), "module_name": module_name, "scratch": str(scratch)}
                 reply = self._request(run_id, {"op": "run", "id": run_id, "spec": spec}, child_ends)
                 if reply.get("op") != "dead":
                     break
                 # The server died since the last run, or before it started this one: a fresh server.
                 self._forget_server(self._sent_to.get(run_id))
-            for fd in child_ends:
-                os.close(fd)
+            _close_all(child_ends)
             child_ends = []
             if reply.get("op") != "started":
                 raise SandboxError(f"the fork-server could not start a run: {reply.get('error', 'it died')}")
@@ -306,8 +308,7 @@ class Sandbox:
             deadline = time.monotonic() + self.limits.timeout_s
             state.pump(ours, wire.frame({"kind": "request"}, request), deadline=deadline)
         finally:
-            for fd in child_ends:
-                os.close(fd)
+            _close_all(child_ends)
             wait = None
             if pid is not None:
                 _kill_group(pid)
@@ -320,11 +321,7 @@ class Sandbox:
                 else:
                     wait = self._request(run_id, {"op": "reap", "id": run_id})
                     state.drain(ours)
-            for fd in ours:
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
+            _close_all(ours)
             del self._waiters[run_id]
             self._sent_to.pop(run_id, None)
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -340,6 +337,20 @@ class Sandbox:
             self._warned = True
             log.warning("sandbox layers missing (run `python -m grader doctor`): %s",
                         "; ".join(f"{k}: {v}" for k, v in missing.items()))
+
+
+def _run_pipes() -> tuple[list[int], list[int]]:
+    """The child's ends and ours of the request, result, stdout and stderr pipes."""
+    pipes = [os.pipe() for _ in range(4)]
+    return [pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1]], [pipes[0][1], pipes[1][0], pipes[2][0], pipes[3][0]]
+
+
+def _close_all(fds: list[int]) -> None:
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
 
 
 def _kill_group(pid: int) -> None:
