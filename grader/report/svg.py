@@ -13,7 +13,8 @@ import math
 from markupsafe import Markup, escape
 from matplotlib import colormaps
 
-COLOR = "#3b6ea8"  # the same blue as plots.py
+from grader.report.plots import COLOR  # the class figures' blue
+
 MEAN_COLOR = "#bbbbbb"
 NO_VALUE = "#dddddd"  # a NaN or an infinity in the student's result
 _VIRIDIS = colormaps["viridis"]
