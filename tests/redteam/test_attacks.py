@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import glob
 import hashlib
-import json
 import shutil
 import time
 from pathlib import Path
@@ -17,7 +16,8 @@ import pytest
 import yaml
 
 from grader.course import REPO_ROOT
-from classrun import grade_cli, results
+from classrun import results
+from redteam.corpus import assert_outcome, grade_folder
 
 HERE = Path(__file__).parent
 ATTACKS = sorted(p.name for p in (HERE / "attacks").iterdir() if p.is_dir())
@@ -48,15 +48,12 @@ def graded(tmp_path_factory):
     (subs / "control" / "01_softmax").mkdir(parents=True)
     shutil.copy(REPO_ROOT / "solutions" / "01_softmax" / "softmax.py", subs / "control" / "01_softmax")
     reference = _digest(REPO_ROOT / "solutions" / "01_softmax" / "softmax.py")
-    run = grade_cli(subs, root / "grades.db", root / "out", "--timeout", "5")
-    output = run.communicate(timeout=900)[0]
-    assert run.returncode == 0, output
+    graded, output = grade_folder(subs, root, "--timeout", "5")
     snapshot = {p: _digest(p) for p in [root / "grades.db", *(root / "out").glob("*.*")]}
     time.sleep(OUTLIVE_WAIT_S)
     assert {p: _digest(p) for p in snapshot} == snapshot, "a file changed after grading ended"
     assert _digest(REPO_ROOT / "solutions" / "01_softmax" / "softmax.py") == reference
-    by_student = {r["student"]: r for r in json.loads((root / "out" / "results.json").read_text())}
-    return by_student, root, output
+    return {student: r for (student, _), r in graded.items()}, root, output
 
 
 def test_every_attack_has_an_expected_outcome():
@@ -69,13 +66,7 @@ def test_attack_gets_its_expected_outcome(graded, name):
     by_student, _, _ = graded
     result, expected = by_student[name], EXPECTED[name]
     assert result["exercise"] == "01" and result["max_points"] == 10
-    assert expected.get("min_points", 0) <= result["points"] <= expected["max_points"], result
-    statuses = expected["status"] if isinstance(expected["status"], list) else [expected["status"]]
-    assert result["status"] in statuses, result
-    assert expected.get("reason", "") in result["reason"], result
-    if result["status"] == "graded" and result["points"] < 10:
-        # Graded normally: a failed check says why, without the hidden values.
-        assert any(not c["passed"] and c["reason"] for c in result["checks"]), result
+    assert_outcome(result, expected)
 
 
 def test_control_gets_full_marks_and_nothing_else_appears(graded):
