@@ -143,6 +143,47 @@ def grade(
                                  executor=executor, scheduler=scheduler))
 
 
+@app.command()
+def similarity(
+    submissions: Path = typer.Argument(..., exists=True, file_okay=False, help="Folder of <student_id>/ folders or .zip files."),
+    exercise: list[str] = typer.Option(None, "--exercise", "-e", help="Only these exercises (repeatable; default: all)."),
+    threshold: float = typer.Option(0.7, "--threshold", min=0.05, max=1.0,
+                                    help="Flag a pair when each covers at least this share of the other's own code."),
+    json_out: Path = typer.Option(None, "--json", dir_okay=False, help="Also write every report as JSON here."),
+    course: Path = CourseOption,
+) -> None:
+    """List the pairs of submissions per exercise whose code is suspiciously
+    alike (winnowing fingerprints; the stub and shipped code are ignored).
+    A list to look at, never a verdict."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    from grader.similarity_run import class_similarity, write_json
+
+    try:
+        loaded = load_course(course, check_files=False)
+        chosen = [loaded.exercise(i) for i in exercise] if exercise else list(loaded.exercises)
+    except (CourseError, KeyError) as exc:
+        typer.echo(f"similarity: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    if json_out is not None and not json_out.parent.is_dir():
+        typer.echo(f"--json: the folder {json_out.parent} does not exist", err=True)
+        raise typer.Exit(2)
+    reports = class_similarity(loaded, chosen, submissions, threshold, root=course.resolve().parent)
+    console = Console(highlight=False)
+    for report in reports:
+        line = f"{report.exercise}: {len(report.pairs)} pair(s) at or above {threshold:.0%} of {len(report.compared)} compared"
+        if report.too_short:
+            line += f"; {len(report.too_short)} too short to judge"
+        console.print(line)
+        for pair in report.pairs:
+            console.print(f"  {escape(repr(pair.first))} ~ {escape(repr(pair.second))}: {pair.first_covered:.0%} / "
+                          f"{pair.second_covered:.0%}")
+    if json_out is not None:
+        write_json(reports, json_out)
+        console.print(f"{json_out}: written")
+
+
 @app.command("sync-shipped")
 def sync_shipped(course: Path = CourseOption) -> None:
     """Copy earlier exercises' references into the folders that ship them."""
