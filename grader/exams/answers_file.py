@@ -104,8 +104,13 @@ def _scalar(value: object) -> object:
         return value
     if isinstance(value, bytes):                 # !!binary
         return "<binary>"
-    text = value if isinstance(value, str) else str(value)
-    return text[:MAX_ANSWER_CHARS]
+    return _clean(value if isinstance(value, str) else str(value))
+
+
+def _clean(text: str) -> str:
+    """Cut to MAX_ANSWER_CHARS; an unpaired surrogate (YAML's ``"\\ud800"``)
+    becomes ``?``, so the text can be written as UTF-8 (results.json, the gradebook)."""
+    return text[:MAX_ANSWER_CHARS].encode("utf-8", "replace").decode("utf-8")
 
 
 def bounded_answer(value: object) -> object:
@@ -116,9 +121,9 @@ def bounded_answer(value: object) -> object:
     if isinstance(value, (list, tuple)):
         if len(value) <= MAX_LIST_ITEMS and not any(isinstance(v, (list, tuple, dict, set)) for v in value):
             return [_scalar(v) for v in value]
-        return str(value)[:MAX_ANSWER_CHARS]
+        return _clean(str(value))
     if isinstance(value, (dict, set)):
-        return str(value)[:MAX_ANSWER_CHARS]
+        return _clean(str(value))
     return _scalar(value)
 
 
@@ -152,7 +157,7 @@ def read_answers(path: Path | None) -> tuple[dict[str, object], list[str]]:
     except (yaml.YAMLError, ValueError, TypeError, OverflowError, RecursionError, MemoryError):
         loaded = None
     if isinstance(loaded, dict):
-        return {str(k)[:MAX_KEY_CHARS]: bounded_answer(v) for k, v in loaded.items()}, []
+        return {_clean(str(k)[:MAX_KEY_CHARS]): bounded_answer(v) for k, v in loaded.items()}, []
     if loaded is None and not text.strip():
         return {}, []
     # Not YAML (an unquoted ': ' in an answer, a tab, an alias...): one answer per line.
