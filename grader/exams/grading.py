@@ -220,7 +220,7 @@ def _read_student(submission: ExamSubmission, exam: Exam, manifest: dict[str, St
         except Exception as exc:  # noqa: BLE001 - the boundary around answers.yaml
             error = error or f"{ANSWERS_FILE} cannot be read ({type(exc).__name__})"
     stamp = Stamp(None, None, "none")
-    if submission.handed_in:
+    if submission.tree is not None and not error:            # nothing to time when nothing can be graded
         try:
             stamp, problem = find_stamp(submission.entry, submission.student, exam, manifest,
                                         nbgrader_folder=submission.tree if submission.nbgrader else None,

@@ -176,7 +176,7 @@ def collect_exam(submissions_dir: Path, workdir: Path, course: Course, exam: Exa
         if STUDENT_ID_RE.match(student):
             by_student.setdefault(student, []).append(submissions_dir / name)
         else:
-            run_problems.append(f"skipped {visible(name, 80)!r}: not a usable student id")
+            run_problems.append(f"skipped '{visible(name, 80)}': not a usable student id")
     found = {}
     for student, entries in by_student.items():
         submission = found[student] = ExamSubmission(student, entries[0])

@@ -44,9 +44,9 @@ def write_grades_csv(run: ExamRun, path: Path) -> None:
             label = lateness_label(r)
             writer.writerow([r.student, int(r.submitted), r.status, f"{r.question_points:g}", f"{r.question_max:g}",
                              *(f"{r.exercises[i]['points']:g}" if i in r.exercises else "" for i in exercise_ids),
-                             f"{r.raw_points:g}", label, "" if label == "unknown" else f"{r.lateness.late_min:g}",
+                             f"{r.raw_points:g}", label, f"{r.lateness.late_min:g}" if label in ("on time", "late") else "",
                              f"{r.lateness.factor:g}", f"{r.points:g}", f"{r.max_points:g}", r.lateness.source,
-                             r.error or r.lateness.note])
+                             r.error or (r.lateness.note if r.submitted else "not handed in")])
 
 
 def write_html(course: Course, run: ExamRun, stats: dict, path: Path) -> None:
