@@ -8,6 +8,8 @@
   than :data:`MAX_DEPTH` (PyYAML composes recursively), keeps dates as the
   text written (a bad date raises in PyYAML) and integers of more than
   :data:`MAX_INT_DIGITS` digits as text (Python refuses to convert huge ones).
+- A file with more than :data:`MAX_YAML_MARKS` structural marks (lines,
+  commas, brackets) is not given to PyYAML at all: its time grows with them.
 - Any failure to load falls back to reading the file line by line
   (``id: answer``) with a linear-time match, so one odd answer never costs
   the others.
@@ -33,6 +35,11 @@ MAX_INT_DIGITS = 100
 MAX_ANSWER_CHARS = 2000
 MAX_LIST_ITEMS = 64
 MAX_KEY_CHARS = 100
+MAX_ANSWERS = 1000            # answers kept from one file (an exam has a few dozen questions)
+# PyYAML's pure-Python loader (the C one composes recursively in C: no depth
+# bound) takes ~0.1 ms per node: 120,000 list items in 240 KB took 16 s. A
+# file with more structure than this is read line by line instead.
+MAX_YAML_MARKS = 2000
 # Linear: anchored, and no two unbounded groups compete for the same characters.
 _LINE = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9_-]*)\s*:(.*)")
 _INT = re.compile(r"[-+]?[0-9_]+")
@@ -150,17 +157,19 @@ def read_answers(path: Path | None) -> tuple[dict[str, object], list[str]]:
     if len(data) > MAX_ANSWERS_BYTES:
         return {}, [f"{name} is larger than {MAX_ANSWERS_BYTES >> 10} KiB; not read"]
     text = data.decode("utf-8", errors="replace")
-    try:
-        loaded = yaml.load(text, Loader=_AnswersLoader)  # noqa: S506 (a SafeLoader, made stricter)
-    # YAMLError: not YAML, or refused above; the others: PyYAML's own
-    # conversions (a float beyond range, a bad base64) on odd input.
-    except (yaml.YAMLError, ValueError, TypeError, OverflowError, RecursionError, MemoryError):
-        loaded = None
+    loaded = None
+    if sum(text.count(mark) for mark in "\n,[]{}") <= MAX_YAML_MARKS:
+        try:
+            loaded = yaml.load(text, Loader=_AnswersLoader)  # noqa: S506 (a SafeLoader, made stricter)
+        # YAMLError: not YAML, or refused above; the others: PyYAML's own
+        # conversions (a float beyond range, a bad base64) on odd input.
+        except (yaml.YAMLError, ValueError, TypeError, OverflowError, RecursionError, MemoryError):
+            loaded = None
     if isinstance(loaded, dict):
-        return {_clean(str(k)[:MAX_KEY_CHARS]): bounded_answer(v) for k, v in loaded.items()}, []
+        return {_clean(str(k)[:MAX_KEY_CHARS]): bounded_answer(v) for k, v in list(loaded.items())[:MAX_ANSWERS]}, []
     if loaded is None and not text.strip():
         return {}, []
-    # Not YAML (an unquoted ': ' in an answer, a tab, an alias...): one answer per line.
-    found = {k: bounded_answer(v) for k, v in _by_line(text).items()}
-    return found, [f"{name} is not valid YAML (or uses aliases or deep nesting); read line by line "
-                   f"({len(found)} answers)"]
+    # Not YAML (an unquoted ': ' in an answer, a tab, an alias, too much structure...): one answer per line.
+    found = {k: bounded_answer(v) for k, v in list(_by_line(text).items())[:MAX_ANSWERS]}
+    return found, [f"{name} is not valid YAML (or uses aliases, deep nesting or too many entries); "
+                   f"read line by line ({len(found)} answers)"]

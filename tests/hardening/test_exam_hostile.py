@@ -109,6 +109,14 @@ def test_a_file_over_the_cap_is_not_read_and_the_problem_is_fixed_text(tmp_path)
     assert answers == {} and problems == [f"answers.yaml is larger than {MAX_ANSWERS_BYTES >> 10} KiB; not read"]
 
 
+@pytest.mark.parametrize("text", ["q: [" + ",".join(["1"] * 120_000) + "]\n", "q:\n" + "  - 1\n" * 50_000,
+                                  "".join(f"k{i}: v\n" for i in range(40_000))])
+def test_a_file_of_many_small_entries_is_not_given_to_pyyaml(tmp_path, text):
+    # PyYAML's pure-Python loader took 16 s on the first; the line reader takes milliseconds.
+    answers, problems = _answers(tmp_path, text[:MAX_ANSWERS_BYTES])
+    assert any("line by line" in p for p in problems) and len(answers) <= 1000
+
+
 def test_a_250_kb_line_is_read_in_linear_time(tmp_path):
     # The old fallback regex took ~30 min on such a line; a linear one takes milliseconds.
     # The bound below is a hang guard, not a benchmark.
