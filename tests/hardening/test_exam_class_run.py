@@ -207,3 +207,16 @@ def test_answers_only_with_file_times(answers_only):
     _check_run(run, rows, results)
     assert rows["h-mtime"]["lateness"] == "unknown" and any("out of range" in p for p in results["h-mtime"]["problems"])
     assert rows["h-fresh"]["time_source"] == "mtime"            # asked for: file times of the folder as copied
+
+
+def test_grader_grade_exam_takes_the_same_class(hostile_class, tmp_path):
+    """`grader grade --exam` (the sandbox, no options of its own) over the same folder."""
+    env = {**os.environ, "GRADER_EXAM_SECRET": SECRET}
+    out = tmp_path / "out"
+    run = subprocess.run([sys.executable, "-m", "grader", "grade", str(hostile_class), "--exam", "midterm",
+                          "--out", str(out), "--db", str(tmp_path / "grades.db"), "--jobs", "2"],
+                         cwd=REPO_ROOT, capture_output=True, text=True, timeout=600, env=env)
+    assert run.returncode == 0, run.stdout + run.stderr
+    rows = {r["student"]: r for r in csv.DictReader((out / "grades.csv").open(encoding="utf-8"))}
+    _check_run(run, rows, {r["student"]: r for r in json.loads((out / "results.json").read_text())["results"]})
+    assert float(rows["ctrl2"]["06"]) == 40 and rows["h-both"]["status"] == "unreadable"

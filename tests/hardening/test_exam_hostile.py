@@ -405,3 +405,49 @@ def test_any_exception_reading_one_student_is_that_students_own(course, midterm,
     shown = [victim.error, *victim.problems]
     assert sum("RecursionError" in p for p in shown) == 1     # recorded once
     assert victim.status == ("graded" if name == "find_stamp" else "unreadable")
+
+
+@pytest.mark.parametrize("where", ["collect", "judge"])
+def test_an_exception_with_one_students_code_is_that_students_own(course, midterm, tmp_path, monkeypatch, where):
+    """Collecting or grading one student's code raises: their parts are
+    ``unreadable`` (and not recorded, so a rerun tries again); the other
+    student's code is graded."""
+    import grader.exams.checks
+    import grader.exams.grading
+    from grader.judge import ExerciseResult
+
+    subs = tmp_path / "subs"
+    for student in ("s001", "victim"):
+        (_exam_files(subs / student) / "03_masking").mkdir()
+        (subs / student / "03_masking" / "attention.py").write_text("x = 1\n")
+
+    class Judge:
+        def __init__(self, student):
+            self.student = student
+
+        def grade(self, exercise, folder, workdir):
+            if self.student == "victim" and where == "judge":
+                raise MemoryError("student text [red]x[/red]")
+            return ExerciseResult(exercise.id, "graded", "", [], exercise.points)
+    monkeypatch.setattr(grader.exams.checks, "variant_judge", lambda course, sandbox, root, variant: Judge(variant.student))
+    collect_code = grader.exams.grading._collect_code
+
+    def collect(course, exercises, submission, workdir, root):
+        if submission.student == "victim" and where == "collect":
+            raise RecursionError("student text [red]x[/red]")
+        return collect_code(course, exercises, submission, workdir, root)
+    monkeypatch.setattr(grader.exams.grading, "_collect_code", collect)
+    run = grade_exam(course, midterm, subs, secret=SECRET, root=REPO_ROOT, workdir=tmp_path / "w", sandbox=object())
+    results = {r.student: r for r in run.results}
+    assert {p["status"] for p in results["s001"].exercises.values()} == {"graded"}
+    victim = results["victim"].exercises
+    assert set(victim) == {"03", "06"} and {p["status"] for p in victim.values()} == {"unreadable"}
+    assert all("student text" not in p["reason"] and p["points"] == 0 for p in victim.values())
+
+
+@pytest.mark.parametrize("seconds", [float("nan"), float("inf"), 2.0 ** 40, -1e12])
+def test_file_times_no_datetime_holds_are_unusable(seconds):
+    from grader.exams.timing import TimeUnusable, _from_mtime
+
+    with pytest.raises(TimeUnusable):
+        _from_mtime(seconds)
