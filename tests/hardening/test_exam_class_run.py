@@ -125,7 +125,7 @@ def hostile_class(course, midterm, tmp_path_factory):
     return subs
 
 
-def _grade(subs: Path, out: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict, dict]:
+def _grade(subs: Path, out: Path, *extra: str) -> tuple[subprocess.CompletedProcess, dict, dict, Path]:
     env = {**os.environ, "GRADER_EXAM_SECRET": SECRET}
     run = subprocess.run([sys.executable, "-m", "grader", "exam", "grade", "midterm", str(subs), "--out", str(out),
                           "--db", str(out / "grades.db"), "--jobs", "2", *extra],
@@ -133,7 +133,7 @@ def _grade(subs: Path, out: Path, *extra: str) -> tuple[subprocess.CompletedProc
     assert run.returncode == 0, run.stdout + run.stderr
     rows = {r["student"]: r for r in csv.DictReader((out / "grades.csv").open(encoding="utf-8"))}
     results = {r["student"]: r for r in json.loads((out / "results.json").read_text(encoding="utf-8"))["results"]}
-    return run, rows, results
+    return run, rows, results, out
 
 
 @pytest.fixture(scope="module")
@@ -169,14 +169,14 @@ def _check_run(run, rows, results):
 
 
 def test_the_controls_are_graded_in_full_with_the_sandbox(sandboxed, midterm):
-    run, rows, results = sandboxed
+    run, rows, results, _ = sandboxed
     _check_run(run, rows, results)
     for student in CONTROLS:
         assert float(rows[student]["03"]) == 30 and float(rows[student]["06"]) == 40, results[student]["exercises"]
 
 
 def test_each_hostile_student_gets_their_own_status(sandboxed):
-    run, rows, results = sandboxed
+    run, rows, results, out = sandboxed
     assert rows["h-both"]["status"] == "unreadable" and "two sources" in rows["h-both"]["late_note"]
     assert rows["h-badzip"]["status"] == "unreadable" and rows["h-link"]["status"] == "unreadable"
     assert rows["h-homework"]["status"] == "not_submitted" and rows["h-homework"]["late_note"] == "not handed in"
@@ -195,15 +195,20 @@ def test_each_hostile_student_gets_their_own_status(sandboxed):
     assert any("not a regular file" in p for p in results["h-fifo"]["problems"])
     output = " ".join(run.stdout.split())
     assert "with lateness unknown" in output and "unreadable (grades.csv column status)" in output
+    summary = json.loads((out / "stats.json").read_text())["summary"]
+    assert summary["unreadable"] == 3 and summary["lateness_unknown"] >= 11
+    report = " ".join((out / "report.html").read_text(encoding="utf-8").split())
+    assert "3 unreadable" in report and "with lateness unknown" in report and "<b>unknown</b>" in report
+    assert "[bold]x" not in report and "\x1b" not in report
 
 
 def test_results_stay_small(sandboxed, hostile_class):
-    _, _, results = sandboxed
+    _, _, results, _ = sandboxed
     assert len(json.dumps(results)) < 2_000_000
 
 
 def test_answers_only_with_file_times(answers_only):
-    run, rows, results = answers_only
+    run, rows, results, _ = answers_only
     _check_run(run, rows, results)
     assert rows["h-mtime"]["lateness"] == "unknown" and any("out of range" in p for p in results["h-mtime"]["problems"])
     assert rows["h-fresh"]["time_source"] == "mtime"            # asked for: file times of the folder as copied
