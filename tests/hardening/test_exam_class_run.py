@@ -202,6 +202,22 @@ def test_each_hostile_student_gets_their_own_status(sandboxed):
     assert "[bold]x" not in report and "\x1b" not in report
 
 
+def test_the_gradebook_keeps_each_students_status(sandboxed, course, midterm):
+    from grader.exams.records import exam_results
+    from grader.exams.stats import exam_stats
+    from grader.gradebook import Gradebook
+
+    _, rows, _, out = sandboxed
+    with Gradebook(out / "grades.db") as book:
+        records = list(book.records(course.course.version))
+    totals = {r.key.student: r for r in records if r.key.exercise == "midterm"}
+    assert {s: r.status for s, r in totals.items()} == {s: row["status"] for s, row in rows.items()}
+    assert "two sources" in totals["h-both"].reason and "lateness unknown" in totals["h-fresh"].reason
+    rebuilt = exam_stats(course, midterm, exam_results(course, midterm, records))["summary"]
+    summary = json.loads((out / "stats.json").read_text())["summary"]
+    assert (rebuilt["unreadable"], rebuilt["lateness_unknown"]) == (summary["unreadable"], summary["lateness_unknown"])
+
+
 def test_results_stay_small(sandboxed, hostile_class):
     _, _, results, _ = sandboxed
     assert len(json.dumps(results)) < 2_000_000
