@@ -203,7 +203,7 @@ def test_deadline_counts_extra_time_and_individual_starts(midterm):
     started_late = assess(midterm, Stamp(due + timedelta(minutes=25), start + timedelta(minutes=30), "manifest"))
     assert not started_late.flagged
     unknown = assess(midterm, Stamp(None, None, "none"))
-    assert unknown.factor == 1.0 and "not assessed" in unknown.note
+    assert unknown.factor == 1.0 and not unknown.known and "lateness unknown" in unknown.note
 
 
 # ---------------------------------------------------------------- validation

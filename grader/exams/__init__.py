@@ -7,7 +7,9 @@ grading answers and code, time limits and statistics.
 - ``questions.py``    a question as a student sees it, and its answer key
 - ``reference_calc.py`` numeric answers computed by running the references
                       (in a subprocess: nothing here imports a student's file)
-- ``answers.py``      reading ``answers.yaml`` and grading it
+- ``answers_file.py`` reading ``answers.yaml`` with bounds (size, no aliases, depth)
+- ``answers.py``      grading the answers
+- ``intake.py``       which files are a student's exam: one source, the exam's own folder, bounded copies
 - ``build.py``        ``grader exam build``: one folder per student
 - ``nbgrader.py``     ``grader exam build --nbgrader``: one nbgrader assignment per student
 - ``timing.py``       collection timestamps, deadlines and the late policy

@@ -123,9 +123,14 @@ def grade(exam_id: str = typer.Argument(..., help="Exam id (course.yaml exams)."
           jobs: int = typer.Option(os.cpu_count() or 1, "--jobs", "-j", min=1, help="Students graded at once (code)."),
           db: Path = typer.Option(Path("grades.db"), "--db", help="The SQLite gradebook (created if missing): "
                                   "results are recorded there, and a rerun grades only what is missing."),
+          trust_file_times: bool = typer.Option(
+              False, "--trust-file-times",
+              help="Without a recorded submission time (--timestamps, .submission.json, nbgrader's timestamp.txt), "
+                   "judge lateness by the newest file time, which students can set. Default: lateness unknown."),
           course: Path = CourseOption) -> None:
     """Grade an exam's answers and code, each student with their variant; apply the late policy."""
     from grader.exams.session import run_exam_grading
 
     raise typer.Exit(run_exam_grading(exam_id, submissions, out=out, course_path=course, jobs=jobs, roster=roster,
-                                      timestamps=timestamps, answers_only=answers_only, db=db))
+                                      timestamps=timestamps, answers_only=answers_only, db=db,
+                                      trust_file_times=trust_file_times))

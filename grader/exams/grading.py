@@ -12,43 +12,32 @@ Submissions are laid out as for ``grader grade``: ``SUBMISSIONS/<student>/``
 (the exam folder as built, or one level down) or ``SUBMISSIONS/<student>.zip``;
 or as nbgrader collects them, ``submitted/<student>/<exam>-<student>/``
 (grader/exams/nbgrader.py), of which only the student's own exam is graded.
+Which files are a student's exam is grader/exams/intake.py's to decide.
+
+One student's files never stop the class: every step that reads them (the
+source, answers.yaml, the submission time, the code's collection and
+grading) runs inside a boundary that turns any exception into that
+student's problem, recorded once, with a fixed text; the student's status
+(:attr:`ExamResult.status`) says ``unreadable`` when their exam could not be
+read at all. Only faults of the grader itself (the sandbox, the references)
+stop the run.
 """
 from __future__ import annotations
 
-import shutil
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.course import Course, Exam
-from grader.exams.answers import QuestionVerdict, grade_answers, read_answers
+from grader.exams.answers import QuestionVerdict, grade_answers, grade_one, read_answers  # noqa: F401
 from grader.exams.build import RosterEntry
-from grader.exams.nbgrader import SEPARATOR, assignment_name
+from grader.exams.intake import ANSWERS_FILE, ExamSubmission, collect_exam, stage_code  # noqa: F401
 from grader.exams.questions import answer_keys, shown_questions
 from grader.exams.timing import Lateness, Stamp, assess, find_stamp
 from grader.exams.variants import Variant, make_variant
-from grader.submissions import STUDENT_ID_RE, SubmissionError, unpack_zip
 
-ANSWERS_FILE = "answers.yaml"
-
-
-@dataclass
-class ExamSubmission:
-    student: str
-    entry: Path | None                 # SUBMISSIONS/<student> or <student>.zip; None: nothing submitted
-    tree: Path | None = None           # where the student's files are (a zip unpacked)
-    problems: list[str] = field(default_factory=list)
-    nbgrader: bool = False             # tree is nbgrader's <entry>/<exam>-<student>/
-
-    @property
-    def answers_path(self) -> Path | None:
-        if self.tree is None:
-            return None
-        for folder in [self.tree, *sorted(p for p in self.tree.iterdir() if p.is_dir() and not p.is_symlink())]:
-            if (folder / ANSWERS_FILE).is_file():
-                return folder / ANSWERS_FILE
-        return self.tree / ANSWERS_FILE
+UNREADABLE = "unreadable"
 
 
 @dataclass
@@ -62,6 +51,14 @@ class ExamResult:
     code_graded: bool = False
     code_max: float = 0.0
     submitted: bool = True
+    error: str = ""                     # why the student's exam could not be read (status unreadable)
+
+    @property
+    def status(self) -> str:
+        """``not_submitted``, ``unreadable`` (see ``error``), ``late`` or ``graded``."""
+        if self.error:
+            return UNREADABLE
+        return "not_submitted" if not self.submitted else "late" if self.lateness.flagged else "graded"
 
     @property
     def question_points(self) -> float:
@@ -92,7 +89,8 @@ class ExamResult:
         return {"student": self.student, "sizes": self.sizes, "points": self.points, "max_points": self.max_points,
                 "raw_points": self.raw_points, "question_points": self.question_points,
                 "question_max": self.question_max, "code_points": self.code_points,
-                "code_max": self.code_max, "code_graded": self.code_graded, "submitted": self.submitted, "lateness": self.lateness.to_dict(),
+                "code_max": self.code_max, "code_graded": self.code_graded, "submitted": self.submitted,
+                "status": self.status, "error": self.error, "lateness": self.lateness.to_dict(),
                 "questions": [v.to_dict() for v in self.questions], "exercises": self.exercises,
                 "problems": self.problems}
 
@@ -106,77 +104,58 @@ class ExamRun:
     resumed: int = 0                   # exam exercises taken from the gradebook, not graded again
 
 
-def _nbgrader_assignment(submission: ExamSubmission, exam_id: str) -> None:
-    """nbgrader's collected layout: the tree is the student's own
-    ``<exam>-<student>/`` (nbgrader collects a student's other assignments
-    beside it); a student who holds only someone else's is named."""
-    own = submission.entry / assignment_name(exam_id, submission.student)
-    if own.is_dir() and not own.is_symlink():
-        submission.tree, submission.nbgrader = own, True
-        return
-    others = sorted(p.name for p in submission.entry.glob(f"{exam_id}{SEPARATOR}*") if p.is_dir())
-    if others:
-        submission.problems.append(f"holds nbgrader assignment(s) {', '.join(others)}, not {own.name}: "
-                                   f"graded as it is, with {submission.student}'s variant")
+def _collect_code(course: Course, exercises: list, submission: ExamSubmission, workdir: Path,
+                  root: Path) -> tuple[dict, list[str]]:
+    """The student's exam exercises, prepared for grading from their exam
+    folder alone (a copy of its modules and notebooks, nothing else), and
+    what the copy skipped."""
+    from grader.submissions import collect
+
+    staged = workdir / "exam-code" / submission.student
+    skipped = stage_code(submission.tree, exercises, staged / submission.student)
+    (found,) = collect(staged, course, exercises, workdir / "code" / submission.student, root)
+    return found.exercises, skipped
 
 
-def collect_exam(submissions_dir: Path, workdir: Path, exam_id: str | None = None) -> dict[str, ExamSubmission]:
-    """Every student's exam submission (zips unpacked under ``workdir``);
-    with ``exam_id``, nbgrader's layout is recognised."""
-    found: dict[str, ExamSubmission] = {}
-    for entry in sorted(p for p in submissions_dir.iterdir() if not p.name.startswith(".")):
-        student = entry.name.removesuffix(".zip") if entry.suffix == ".zip" else entry.name
-        submission = found.setdefault(student, ExamSubmission(student, entry))
-        if not STUDENT_ID_RE.match(student):
-            submission.problems.append(f"{entry.name}: not a usable student id")
-        elif entry.is_symlink():
-            submission.problems.append(f"{entry.name}: symbolic links are not followed")
-        elif entry.is_dir():
-            submission.tree = entry
-            if exam_id is not None:
-                _nbgrader_assignment(submission, exam_id)
-        elif entry.suffix == ".zip":
-            tree = workdir / "exam-unpacked" / student
-            shutil.rmtree(tree, ignore_errors=True)
-            try:
-                unpack_zip(entry, tree)
-                submission.tree = tree
-            except SubmissionError as exc:
-                submission.problems.append(str(exc))
-        else:
-            submission.problems.append(f"{entry.name}: neither a folder nor a .zip")
-    return {s: sub for s, sub in found.items() if STUDENT_ID_RE.match(s)}
+def _unreadable_part(exercise, why: str) -> dict:
+    return {"points": 0.0, "max_points": exercise.points, "status": UNREADABLE, "reason": why, "verdicts": []}
 
 
-def _grade_code(course: Course, exam: Exam, submissions_dir: Path, variants: dict[str, Variant], sandbox,
-                workdir: Path, root: Path, jobs: int, nbgrader: dict[str, Path],
-                book=None) -> tuple[dict[str, dict[str, dict]], int]:
-    """Per student, per exercise: the hidden checks of the student's variant
-    (``nbgrader``: student -> their own assignment folder, graded alone),
-    and how many of those results came from the gradebook.
+def _grade_code(course: Course, exam: Exam, submissions: dict[str, ExamSubmission], variants: dict[str, Variant],
+                sandbox, workdir: Path, root: Path, jobs: int,
+                book=None) -> tuple[dict[str, dict[str, dict]], int, dict[str, list[str]]]:
+    """Per student, per exercise: the hidden checks of the student's variant,
+    how many of those results came from the gradebook, and per student the
+    problems met while reading their code.
 
     With a gradebook (``book``), parts already recorded are taken from it and
     each student's new parts are recorded as soon as the student is done
-    (by this thread: the gradebook is not shared across threads)."""
+    (by this thread: the gradebook is not shared across threads). A part that
+    cannot be read or graded is ``unreadable`` for that student and is not
+    recorded (a rerun tries again)."""
     from grader.exams.checks import variant_judge
     from grader.exams.records import part_from_record, part_key, record_part
-    from grader.submissions import collect
+    from grader.judge import GraderError
+    from grader.sandbox import SandboxError
 
     exercises = [course.exercise(item.id).model_copy(update={"points": item.points}) for item in exam.exercises]
-    submissions = {s.student: s for s in collect(submissions_dir, course, exercises, workdir / "code", root)}
-    if nbgrader:
-        # The notebooks and modules of the student's own assignment only (links
-        # stay links, which collect refuses), as SUBMISSIONS/<student>/.
-        staged = workdir / "nbgrader-assignments"
-        for student, tree in nbgrader.items():
-            shutil.copytree(tree, staged / student, symlinks=True, ignore=_not_code)
-        submissions.update({s.student: s for s in collect(staged, course, exercises, workdir / "code-nbgrader", root)})
     results: dict[str, dict[str, dict]] = {student: {} for student in variants}
+    problems: dict[str, list[str]] = {}
     todo: dict[str, list[tuple]] = {}
     resumed = 0
     for student in sorted(variants):
+        submission = submissions.get(student)
+        parts: dict = {}
+        if submission is not None and submission.tree is not None:
+            try:
+                parts, problems[student] = _collect_code(course, exercises, submission, workdir, root)
+            except Exception as exc:  # noqa: BLE001 - the boundary: one student's files never stop the class
+                why = f"the exam's code cannot be read ({type(exc).__name__})"
+                problems[student] = [why]
+                results[student] = {e.id: _unreadable_part(e, why) for e in exercises}
+                continue
         for exercise in exercises:
-            part = submissions[student].exercises.get(exercise.id) if student in submissions else None
+            part = parts.get(exercise.id)
             key = part_key(course, exam, exercise.id, variants[student], part.content_hash if part else None)
             recorded = book.get(key) if book is not None else None
             if recorded is not None:
@@ -189,7 +168,14 @@ def _grade_code(course: Course, exam: Exam, submissions_dir: Path, variants: dic
         judge = variant_judge(course, sandbox, root, variants[student])
         graded = []
         for exercise, part, key in todo[student]:
-            result = judge.grade(exercise, part.folder if part else None, workdir / "judge" / student)
+            try:
+                result = judge.grade(exercise, part.folder if part else None, workdir / "judge" / student)
+            except (GraderError, SandboxError):
+                raise                          # the grader cannot grade anyone: stop the run
+            except Exception as exc:  # noqa: BLE001 - one student's part never stops the class
+                graded.append((exercise.id, None, _unreadable_part(
+                    exercise, f"the grader could not grade this part ({type(exc).__name__})")))
+                continue
             graded.append((exercise.id, key, {
                 "points": result.points, "max_points": result.max_points, "status": result.status,
                 "reason": (part.problem if part else "") or result.reason,
@@ -200,58 +186,83 @@ def _grade_code(course: Course, exam: Exam, submissions_dir: Path, variants: dic
         for future in as_completed([pool.submit(grade_student, student) for student in todo]):
             student, graded = future.result()
             for exercise_id, key, part in graded:
-                if book is not None:
+                if book is not None and key is not None:
                     record_part(book, key, part)
                 results[student][exercise_id] = part
-    return results, resumed
+    return results, resumed, problems
 
 
-def _not_code(folder: str, names: list[str]) -> list[str]:
-    return [n for n in names if not (n.endswith((".ipynb", ".py")) or (Path(folder) / n).is_dir())]
+def _grade_questions(shown: list, keys: dict, answers: dict) -> list[QuestionVerdict]:
+    """grade_answers, one question at a time inside a boundary: an answer
+    the grader cannot take costs that question, never the others."""
+    verdicts = []
+    for question in shown:
+        key = keys[question.id]
+        try:
+            verdicts.append(grade_one(question, key, answers.get(question.id)))
+        except Exception:  # noqa: BLE001 - a student's answer, whatever it holds
+            verdicts.append(QuestionVerdict(key.question_id, key.kind, 0.0, key.points, False, True, "",
+                                            key.display(), reason="the answer cannot be read"))
+    return verdicts
+
+
+def _read_student(submission: ExamSubmission, exam: Exam, manifest: dict[str, Stamp] | None,
+                  trust_file_times: bool) -> tuple[dict, Stamp, list[str], str]:
+    """(answers, submission time, problems, error) of one student: every
+    fault of their files is caught here and named once."""
+    problems, error, answers = [], submission.refused, {}
+    if submission.entry is None:
+        return answers, Stamp(None, None, "none"), ["nothing submitted"], error
+    if submission.tree is not None and exam.questions:
+        try:
+            answers, answer_problems = read_answers(submission.answers_path)
+            problems += answer_problems
+        except Exception as exc:  # noqa: BLE001 - the boundary around answers.yaml
+            error = error or f"{ANSWERS_FILE} cannot be read ({type(exc).__name__})"
+    stamp = Stamp(None, None, "none")
+    if submission.tree is not None and not error:            # nothing to time when nothing can be graded
+        try:
+            stamp, problem = find_stamp(submission.entry, submission.student, exam, manifest,
+                                        nbgrader_folder=submission.tree if submission.nbgrader else None,
+                                        trust_file_times=trust_file_times)
+            problems += [problem] if problem else []
+        except Exception as exc:  # noqa: BLE001 - the boundary around the submission time
+            problems.append(f"the submission time cannot be read ({type(exc).__name__}); lateness unknown")
+    return answers, stamp, problems, error
 
 
 def grade_exam(course: Course, exam: Exam, submissions_dir: Path, *, secret: bytes, root: Path, workdir: Path,
                roster: list[RosterEntry] | None = None, manifest: dict[str, Stamp] | None = None,
-               sandbox=None, jobs: int = 1, gradebook=None,
+               sandbox=None, jobs: int = 1, gradebook=None, trust_file_times: bool = False,
                on_result: Callable[[ExamResult], None] | None = None) -> ExamRun:
     """Grade every student of the roster (and anyone else who submitted).
 
     Without ``sandbox`` only the questions are graded (``ExamRun.code_graded``
     is False and the code points count neither way). With ``gradebook``
     (a ``grader.gradebook.Gradebook``) every result is recorded there and a
-    rerun grades only what is not recorded yet (grader/exams/records.py)."""
-    submissions = collect_exam(submissions_dir, workdir, exam.id)
+    rerun grades only what is not recorded yet (grader/exams/records.py).
+    ``trust_file_times``: without a record of the submission time, take the
+    newest file time (which the student controls) rather than "unknown"."""
+    submissions, run_problems = collect_exam(submissions_dir, workdir, course, exam)
     extra = {entry.student: entry.extra_time_min for entry in roster or []}
     students = list(dict.fromkeys([*(e.student for e in roster or []), *sorted(submissions)]))
-    run_problems = [f"{s}: submitted but not on the roster" for s in submissions if roster is not None and s not in extra]
+    run_problems += [f"{s}: submitted but not on the roster" for s in submissions if roster is not None and s not in extra]
     variants = {s: make_variant(course, exam, s, secret) for s in students}
     keys = answer_keys(course, exam, list(variants.values()), root)
     code_graded = sandbox is not None and bool(exam.exercises)
-    nbgrader = {s: sub.tree for s, sub in submissions.items() if sub.nbgrader and sub.tree is not None}
-    code, resumed = (_grade_code(course, exam, submissions_dir, variants, sandbox, workdir, root, jobs, nbgrader,
-                                 gradebook) if code_graded else ({}, 0))
+    code, resumed, code_problems = (_grade_code(course, exam, submissions, variants, sandbox, workdir, root, jobs,
+                                                gradebook) if code_graded else ({}, 0, {}))
     code_max = sum(item.points for item in exam.exercises)
     results = []
     for student in students:
         submission = submissions.get(student, ExamSubmission(student, None))
-        problems = list(submission.problems)
-        answers: dict = {}
-        if submission.entry is None:
-            problems.append("nothing submitted")
-        elif submission.tree is not None and exam.questions:
-            answers, answer_problems = read_answers(submission.answers_path)
-            problems += answer_problems
-        shown = shown_questions(course, exam, variants[student])
-        verdicts = grade_answers(shown, keys[student], answers)
-        if submission.entry is not None:
-            stamp, problem = find_stamp(submission.entry, student, exam, manifest,
-                                        nbgrader_folder=submission.tree if submission.nbgrader else None)
-            problems += [problem] if problem else []
-        else:
-            stamp = Stamp(None, None, "none")
+        answers, stamp, problems, error = _read_student(submission, exam, manifest, trust_file_times)
+        problems = [*submission.problems, *code_problems.get(student, []), *problems]
+        verdicts = _grade_questions(shown_questions(course, exam, variants[student]), keys[student], answers)
+        submitted = submission.entry is not None and submission.handed_in
         result = ExamResult(student, dict(variants[student].sizes), verdicts, code.get(student, {}),
                             assess(exam, stamp, extra.get(student, 0.0)), problems,
-                            code_graded=code_graded, code_max=code_max, submitted=submission.entry is not None)
+                            code_graded=code_graded, code_max=code_max, submitted=submitted, error=error)
         results.append(result)
         if gradebook is not None:
             from grader.exams.records import record_total

@@ -8,8 +8,11 @@ Per student, an exam writes:
   crash or a kill grades only the parts not recorded yet, and a changed
   submission (or a new exam secret) is graded again;
 - one row for the whole exam, ``exercise = "<exam>"``: the total after the
-  late policy, ``status`` ``graded``, ``late`` or ``not_submitted``, the
-  lateness note as ``reason``, and the question verdicts as ``verdicts``.
+  late policy, ``status`` ``graded``, ``late``, ``not_submitted`` or
+  ``unreadable`` (the student's files could not be read: the reason says
+  why), the lateness note (``lateness unknown: ...`` when no usable
+  submission time was on record) as ``reason``, and the question verdicts
+  as ``verdicts``.
 
 Exam rows are told apart from exercise rows by :func:`is_exam_row`; the class
 report and the CSV exports use it. ``exam_results`` rebuilds the
@@ -23,8 +26,8 @@ from collections.abc import Iterable
 
 from grader.course import Course, Exam
 from grader.exams.answers import QuestionVerdict
-from grader.exams.grading import ExamResult
-from grader.exams.timing import Lateness
+from grader.exams.grading import UNREADABLE, ExamResult
+from grader.exams.timing import UNKNOWN_NOTE, Lateness
 from grader.exams.variants import Variant
 from grader.gradebook import Gradebook, Key, Record
 
@@ -67,8 +70,13 @@ def record_total(book: Gradebook, course: Course, exam: Exam, result: ExamResult
     key = total_key(course, exam, result, variant)
     if book.has(key):
         return
-    status = "not_submitted" if not result.submitted else "late" if result.lateness.flagged else "graded"
-    reason = "; ".join([result.lateness.note, *result.problems]) if result.submitted else "nothing submitted"
+    status = result.status
+    if result.error:
+        reason = "; ".join([result.error, *result.problems])
+    elif result.submitted:
+        reason = "; ".join([result.lateness.note, *result.problems])
+    else:
+        reason = "; ".join(result.problems) or "nothing submitted"
     book.record(key, points=result.points, max_points=result.max_points, status=status, reason=reason,
                 verdicts=[v.to_dict() for v in result.questions])
 
@@ -100,9 +108,11 @@ def exam_results(course: Course, exam: Exam, records: Iterable[Record]) -> list[
         questions = [QuestionVerdict(**v) for v in total.verdicts]
         raw = sum(v.points for v in questions) + sum(p["points"] for p in exercises.values())
         factor = total.points / raw if raw > 0 else 1.0
-        lateness = Lateness(None, None, "gradebook", 0.0, total.status == "late", round(factor, 6), total.reason)
+        lateness = Lateness(None, None, "gradebook", 0.0, total.status == "late", round(factor, 6), total.reason,
+                            known=UNKNOWN_NOTE not in total.reason)
         results.append(ExamResult(student, {}, questions, exercises, lateness, code_graded=bool(exercises),
-                                  code_max=code_max, submitted=total.status != "not_submitted"))
+                                  code_max=code_max, submitted=total.status != "not_submitted",
+                                  error=total.reason if total.status == UNREADABLE else ""))
     return results
 
 

@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from grader.course import Course
-from grader.exams.grading import ExamRun
+from grader.exams.grading import ExamResult, ExamRun
 from grader.exams.stats import exam_stats
 
 
@@ -23,17 +23,30 @@ def write_results_json(run: ExamRun, path: Path) -> None:
     path.write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
 
 
+def lateness_label(result: ExamResult) -> str:
+    """``on time``, ``late``, ``unknown`` (no usable submission time on
+    record) or "" (nothing to time: not handed in, or unreadable)."""
+    if not result.submitted or result.error:
+        return ""
+    return "unknown" if not result.lateness.known else "late" if result.lateness.flagged else "on time"
+
+
 def write_grades_csv(run: ExamRun, path: Path) -> None:
+    """One row per student. ``status``: graded, late, not_submitted or
+    unreadable (``late_note`` then says why); ``lateness``: see
+    :func:`lateness_label` (``late_min`` is empty when it is unknown)."""
     exercise_ids = [item.id for item in run.exam.exercises] if run.code_graded else []
     with open(path, "w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
-        writer.writerow(["student", "submitted", "questions", "questions_max", *exercise_ids, "raw_points",
-                         "late_min", "late_factor", "points", "max_points", "time_source", "late_note"])
+        writer.writerow(["student", "submitted", "status", "questions", "questions_max", *exercise_ids, "raw_points",
+                         "lateness", "late_min", "late_factor", "points", "max_points", "time_source", "late_note"])
         for r in run.results:
-            writer.writerow([r.student, int(r.submitted), f"{r.question_points:g}", f"{r.question_max:g}",
+            label = lateness_label(r)
+            writer.writerow([r.student, int(r.submitted), r.status, f"{r.question_points:g}", f"{r.question_max:g}",
                              *(f"{r.exercises[i]['points']:g}" if i in r.exercises else "" for i in exercise_ids),
-                             f"{r.raw_points:g}", f"{r.lateness.late_min:g}", f"{r.lateness.factor:g}",
-                             f"{r.points:g}", f"{r.max_points:g}", r.lateness.source, r.lateness.note])
+                             f"{r.raw_points:g}", label, f"{r.lateness.late_min:g}" if label in ("on time", "late") else "",
+                             f"{r.lateness.factor:g}", f"{r.points:g}", f"{r.max_points:g}", r.lateness.source,
+                             r.error or (r.lateness.note if r.submitted else "not handed in")])
 
 
 def write_html(course: Course, run: ExamRun, stats: dict, path: Path) -> None:

@@ -8,8 +8,10 @@ import tempfile
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from grader.course import CourseError, load_course
+from grader.exams.intake import visible
 from grader.gradebook import Gradebook, GradebookError
 from grader.sandbox import Limits, Sandbox, SandboxError
 
@@ -18,9 +20,16 @@ EXIT_OK, EXIT_BAD_INPUT, EXIT_GRADER_BROKEN, EXIT_GRADEBOOK = 0, 2, 3, 4
 
 def run_exam_grading(exam_id: str, submissions: Path, *, out: Path, course_path: Path, jobs: int = 1,
                      roster: Path | None = None, timestamps: Path | None = None, answers_only: bool = False,
-                     timeout: float | None = None, memory: int | None = None, db: Path | None = None) -> int:
+                     timeout: float | None = None, memory: int | None = None, db: Path | None = None,
+                     trust_file_times: bool = False) -> int:
     """Grade ``exam_id`` for the submissions in ``submissions`` into ``out``
-    (and into the gradebook ``db``, when given: a rerun resumes from it)."""
+    (and into the gradebook ``db``, when given: a rerun resumes from it).
+    ``trust_file_times``: without a record of a submission's time, use its
+    newest file time (the student's to set) instead of "lateness unknown".
+
+    Every line printed about a student escapes what the student controls
+    (names, folder names): no markup is interpreted, no control character
+    reaches the terminal, nothing is longer than a line."""
     from grader.exams.build import RosterError, read_roster
     from grader.exams.grading import grade_exam
     from grader.exams.reference_calc import ReferenceCalcError
@@ -39,7 +48,8 @@ def run_exam_grading(exam_id: str, submissions: Path, *, out: Path, course_path:
     except (CourseError, KeyError, ExamSecretError, RosterError, ValueError, OSError) as exc:
         console.print(str(exc).strip("'\""), markup=False)
         return EXIT_BAD_INPUT
-    options = {"secret": secret, "root": root, "roster": entries, "manifest": manifest}
+    options = {"secret": secret, "root": root, "roster": entries, "manifest": manifest,
+               "trust_file_times": trust_file_times}
     with contextlib.ExitStack() as stack:
         workdir = stack.enter_context(tempfile.TemporaryDirectory(prefix="exam-"))
         try:
@@ -62,10 +72,31 @@ def run_exam_grading(exam_id: str, submissions: Path, *, out: Path, course_path:
             console.print(f"the grader cannot grade: {exc}", markup=False)
             return EXIT_GRADER_BROKEN
     paths = write_exam_outputs(course, run, out)
-    for problem in run.problems + [f"{r.student}: {p}" for r in run.results for p in r.problems]:
-        console.print(f"[yellow]warning[/yellow] {problem}", highlight=False)
-    late = sum(r.lateness.flagged for r in run.results)
+    _summary(console, run, paths, db)
+    return EXIT_OK
+
+
+def _warn(console: Console, text: str) -> None:
+    console.print(f"[yellow]warning[/yellow] {escape(visible(text, 300))}", highlight=False)
+
+
+def _summary(console: Console, run, paths: dict[str, Path], db: Path | None) -> None:
+    """Warnings (escaped, bounded), then one line of counts and the files written."""
+    for problem in run.problems:
+        _warn(console, problem)
+    for result in run.results:
+        for problem in ([result.error] if result.error else []) + result.problems:
+            _warn(console, f"{result.student}: {problem}")
+    handed_in = [r for r in run.results if r.submitted and not r.error]
+    late = sum(r.lateness.flagged for r in handed_in)
+    unknown = sum(not r.lateness.known for r in handed_in)
+    unreadable = sum(bool(r.error) for r in run.results)
+    counts = [f"{late} late"]
+    if unknown:
+        counts.append(f"{unknown} with lateness unknown (no usable submission time on record; "
+                      "--timestamps gives them, grades.csv column lateness)")
+    if unreadable:
+        counts.append(f"{unreadable} unreadable (grades.csv column status)")
     resumed = f", {run.resumed} exercise result(s) already in {db}" if run.resumed else ""
     print(f"graded {len(run.results)} student(s) ({'answers and code' if run.code_graded else 'answers only'}), "
-          f"{late} late{resumed}\nreport: {paths['report']}\ngrades: {paths['grades']}")
-    return EXIT_OK
+          f"{', '.join(counts)}{resumed}\nreport: {paths['report']}\ngrades: {paths['grades']}")

@@ -2,8 +2,8 @@
 the class report, JSON exports, or anything else): which questions most
 students missed, which wrong choice they picked, which checks failed most.
 
-Rates count the students who submitted something; an empty seat says
-nothing about a question.
+Rates count the students who submitted something readable; an empty seat
+(or an exam the grader could not read) says nothing about a question.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def _texts(text: str | Text) -> dict:
 
 def question_stats(course: Course, exam: Exam, results: Sequence[ExamResult]) -> list[dict]:
     """One dict per question, the most missed first."""
-    submitted = [r for r in results if r.submitted]
+    submitted = [r for r in results if r.submitted and not r.error]
     rows = []
     for question_id in exam.questions:
         question = course.question(question_id)
@@ -47,7 +47,7 @@ def question_stats(course: Course, exam: Exam, results: Sequence[ExamResult]) ->
 
 def exercise_stats(course: Course, exam: Exam, results: Sequence[ExamResult]) -> list[dict]:
     """One dict per exam exercise, with its checks' pass rates (hardest first)."""
-    submitted = [r for r in results if r.submitted and r.code_graded]
+    submitted = [r for r in results if r.submitted and r.code_graded and not r.error]
     rows = []
     for item in exam.exercises:
         exercise = course.exercise(item.id)
@@ -78,6 +78,8 @@ def summary(results: Sequence[ExamResult]) -> dict:
     return {"students": len(results), "submitted": len(submitted),
             "late": sum(r.lateness.flagged for r in submitted),
             "penalised": sum(r.lateness.factor < 1 for r in submitted),
+            "lateness_unknown": sum(not r.lateness.known for r in submitted if not r.error),
+            "unreadable": sum(bool(r.error) for r in results),
             "mean_rate": statistics.fmean(scores) if scores else 0.0,
             "median_rate": statistics.median(scores) if scores else 0.0,
             "full_marks": sum(r.points >= r.max_points - 1e-9 for r in submitted if r.max_points)}

@@ -13,8 +13,17 @@ which one was used, so the instructor knows how far to trust it):
    (``submitted/<student>/<exam>-<student>/``), written by ``nbgrader submit``:
    the time nbgrader itself judges lateness by.
 4. ``mtime``: the newest modification time of the student's files (a folder)
-   or of the archive (a zip). Easy to disturb by copying without ``-p``:
-   a fallback, flagged as such.
+   or of the archive (a zip), only when the instructor asks for it
+   (``grader exam grade --trust-file-times``): the student sets those times.
+
+Without any of these, or when the one found cannot be read or is out of
+range, lateness is **unknown**: shown as such in grades.csv, the report and
+the command's summary, the score is not multiplied, and the instructor
+decides. It is never taken for "on time".
+
+Student-written files (``.submission.json``, ``timestamp.txt``) are read with
+a byte cap, through no link and from regular files only; problems name the
+file and the kind of fault, never its text.
 
 Times are ISO 8601; a time without a timezone is read in the timezone of the
 exam's ``starts_at`` (UTC if it has none). The deadline is the start (the
@@ -25,14 +34,27 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import stat
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from grader.course import Exam, LatePolicy
+from grader.exams.answers_file import read_bounded
 
 METADATA_FILE = ".submission.json"
 NBGRADER_TIMESTAMP = "timestamp.txt"
+MAX_METADATA_BYTES = 4096      # a few fields
+MAX_TIMESTAMP_BYTES = 128      # "2026-04-20 02:55:01.123456 UTC" is 30
+MAX_FILES_FOR_MTIME = 10_000
+# Times outside these years are no submission time (2**40 seconds is the year 36812).
+EARLIEST, LATEST = datetime(2000, 1, 1, tzinfo=timezone.utc), datetime(2200, 1, 1, tzinfo=timezone.utc)
+UNKNOWN_NOTE = "lateness unknown"
+
+
+class TimeUnusable(ValueError):
+    """A recorded time cannot be used; the message is a fixed text (never the record's)."""
 
 
 @dataclass(frozen=True)
@@ -51,6 +73,7 @@ class Lateness:
     flagged: bool                    # late at all (even within the grace period)
     factor: float                    # what the exam score is multiplied by
     note: str
+    known: bool = True               # False: no usable submission time or deadline; see the note
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -60,7 +83,17 @@ def parse_time(text: str, exam: Exam) -> datetime:
     value = datetime.fromisoformat(str(text).strip())
     if value.tzinfo is None:
         value = value.replace(tzinfo=exam.starts_at.tzinfo if exam.starts_at else timezone.utc)
-    return value
+    return in_range(value)
+
+
+def in_range(value: datetime) -> datetime:
+    """``value`` if it is a plausible submission time, else TimeUnusable."""
+    try:
+        if EARLIEST <= value <= LATEST:
+            return value
+    except (OverflowError, ValueError):   # a time zone offset that pushes it past year 1 or 9999
+        pass
+    raise TimeUnusable(f"a time outside {EARLIEST.year}-{LATEST.year}")
 
 
 def read_manifest(path: Path, exam: Exam) -> dict[str, Stamp]:
@@ -84,44 +117,100 @@ def parse_nbgrader_timestamp(text: str, exam: Exam) -> datetime:
     UTC), ``2026-04-20 02:55:01.123456 UTC``, or any ISO 8601 time."""
     head, _, zone = text.strip().rpartition(" ")
     if head and zone.upper() in ("UTC", "GMT"):
-        return datetime.fromisoformat(head).replace(tzinfo=timezone.utc)
+        return in_range(datetime.fromisoformat(head).replace(tzinfo=timezone.utc))
     return parse_time(text, exam)
 
 
 def _newest_mtime(entry: Path) -> float | None:
-    if entry.is_file():
-        return entry.stat().st_mtime
-    times = [p.stat().st_mtime for p in entry.rglob("*")
-             if p.is_file() and not p.is_symlink() and p.name != METADATA_FILE and "__pycache__" not in p.parts]
-    return max(times) if times else None
+    """The newest modification time of the regular files in ``entry`` (a
+    bounded walk that follows no link); of ``entry`` itself if a file."""
+    info = os.lstat(entry)
+    if stat.S_ISREG(info.st_mode):
+        return info.st_mtime
+    newest, seen = None, 0
+    for folder, dirnames, filenames in os.walk(entry):      # os.walk follows no link by default
+        dirnames[:] = [d for d in dirnames if d != "__pycache__"]
+        for name in filenames:
+            seen += 1
+            if seen > MAX_FILES_FOR_MTIME:
+                return newest
+            file_info = os.lstat(os.path.join(folder, name))
+            if name != METADATA_FILE and stat.S_ISREG(file_info.st_mode):
+                newest = file_info.st_mtime if newest is None else max(newest, file_info.st_mtime)
+    return newest
+
+
+def _from_mtime(seconds: float) -> datetime:
+    try:
+        return in_range(datetime.fromtimestamp(seconds, tz=timezone.utc))
+    except (OverflowError, OSError, ValueError) as exc:     # 2**40, NaN, beyond the platform's time_t
+        raise TimeUnusable("a file time out of range") from exc
+
+
+def _read_metadata(path: Path, exam: Exam) -> Stamp:
+    data = read_bounded(path, MAX_METADATA_BYTES)
+    if len(data) > MAX_METADATA_BYTES:
+        raise TimeUnusable(f"larger than {MAX_METADATA_BYTES} bytes")
+    try:
+        record = json.loads(data.decode("utf-8"))
+        submitted = parse_time(record["submitted_at"], exam)
+        started = parse_time(record["started_at"], exam) if record.get("started_at") else None
+    except TimeUnusable:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as exc:
+        raise TimeUnusable(f"not a record of the form {{\"submitted_at\": ISO time}} ({type(exc).__name__})") from exc
+    return Stamp(submitted, started, "metadata")
+
+
+def _read_nbgrader_timestamp(path: Path, exam: Exam) -> Stamp:
+    data = read_bounded(path, MAX_TIMESTAMP_BYTES)
+    if len(data) > MAX_TIMESTAMP_BYTES:
+        raise TimeUnusable(f"larger than {MAX_TIMESTAMP_BYTES} bytes")
+    try:
+        return Stamp(parse_nbgrader_timestamp(data.decode("utf-8"), exam), None, "nbgrader")
+    except TimeUnusable:
+        raise
+    except (ValueError, TypeError) as exc:                    # UnicodeDecodeError is a ValueError
+        raise TimeUnusable(f"not a time nbgrader writes ({type(exc).__name__})") from exc
+
+
+def _record(path: Path | None, read, exam: Exam) -> tuple[Stamp | None, str]:
+    """(the stamp in the record at ``path``, or None; a problem or "")."""
+    if path is None or not os.path.lexists(path):
+        return None, ""
+    try:
+        return read(path, exam), ""
+    except TimeUnusable as exc:
+        return None, f"{path.name} unusable: {exc}; lateness unknown"
+    except OSError as exc:
+        why = "a link" if os.path.islink(path) else "not a regular file" if not path.is_file() else "unreadable"
+        return None, f"{path.name} is {why} ({type(exc).__name__}); lateness unknown"
 
 
 def find_stamp(entry: Path, student: str, exam: Exam, manifest: dict[str, Stamp] | None = None, *,
-               nbgrader_folder: Path | None = None) -> tuple[Stamp, str]:
+               nbgrader_folder: Path | None = None, trust_file_times: bool = False) -> tuple[Stamp, str]:
     """(the submission's time, a problem worth reporting or ""); ``nbgrader_folder``:
-    the student's assignment in nbgrader's collected layout."""
+    the student's assignment in nbgrader's collected layout. A record that
+    exists but cannot be used makes the time unknown: a later, less trusted
+    source is not tried in its place."""
     if manifest and student in manifest:
         return manifest[student], ""
-    problem = ""
-    metadata = entry / METADATA_FILE
-    if entry.is_dir() and metadata.is_file() and not metadata.is_symlink():
-        try:
-            data = json.loads(metadata.read_text(encoding="utf-8"))
-            submitted = parse_time(data["submitted_at"], exam)
-            started = parse_time(data["started_at"], exam) if data.get("started_at") else None
-            return Stamp(submitted, started, "metadata"), ""
-        except (ValueError, KeyError, TypeError) as exc:
-            problem = f"{METADATA_FILE} unusable ({type(exc).__name__}: {exc}); using file times"
-    stamp_file = nbgrader_folder / NBGRADER_TIMESTAMP if nbgrader_folder is not None else None
-    if not problem and stamp_file is not None and stamp_file.is_file() and not stamp_file.is_symlink():
-        try:
-            return Stamp(parse_nbgrader_timestamp(stamp_file.read_text(encoding="utf-8"), exam), None, "nbgrader"), ""
-        except (ValueError, UnicodeDecodeError) as exc:
-            problem = f"nbgrader's {NBGRADER_TIMESTAMP} unusable ({type(exc).__name__}: {exc}); using file times"
-    mtime = _newest_mtime(entry)
-    if mtime is None:
-        return Stamp(None, None, "none"), problem
-    return Stamp(datetime.fromtimestamp(mtime, tz=timezone.utc), None, "mtime"), problem
+    records = [(entry / METADATA_FILE if entry.is_dir() and not entry.is_symlink() else None, _read_metadata),
+               (nbgrader_folder / NBGRADER_TIMESTAMP if nbgrader_folder is not None else None,
+                _read_nbgrader_timestamp)]
+    for path, read in records:
+        stamp, problem = _record(path, read, exam)
+        if stamp is not None or problem:
+            return stamp or Stamp(None, None, "none"), problem
+    if not trust_file_times:
+        return Stamp(None, None, "none"), ""
+    try:
+        mtime = _newest_mtime(entry)
+        return (Stamp(_from_mtime(mtime), None, "mtime"), "") if mtime is not None else (Stamp(None, None, "none"), "")
+    except TimeUnusable as exc:
+        return Stamp(None, None, "none"), f"file times unusable: {exc}; lateness unknown"
+    except OSError as exc:
+        return Stamp(None, None, "none"), f"file times unreadable ({type(exc).__name__}); lateness unknown"
 
 
 def deadline(exam: Exam, stamp: Stamp, extra_min: float = 0.0) -> datetime | None:
@@ -149,13 +238,21 @@ def late_factor(policy: LatePolicy, late_min: float) -> tuple[float, str]:
 
 
 def assess(exam: Exam, stamp: Stamp, extra_min: float = 0.0) -> Lateness:
-    """Lateness of one submission under the exam's policy."""
-    due = deadline(exam, stamp, extra_min)
-    if stamp.submitted_at is None or due is None:
-        why = "no submission time" if stamp.submitted_at is None else "the exam has no start time"
+    """Lateness of one submission under the exam's policy; unknown (factor 1,
+    ``known`` False) without a usable submission time or deadline."""
+    try:
+        due = deadline(exam, stamp, extra_min)
+        if stamp.submitted_at is not None and due is not None:
+            late_min = max(0.0, (stamp.submitted_at - due).total_seconds() / 60)
+        else:
+            late_min = None
+    except (OverflowError, ValueError):                      # a start or extra time beyond datetime's range
+        due, late_min = None, None
+    if late_min is None:
+        why = ("no usable submission time on record" if stamp.submitted_at is None
+               else "no deadline (the exam has no start time)")
         return Lateness(_iso(stamp.submitted_at), _iso(due), stamp.source, 0.0, False, 1.0,
-                        f"lateness not assessed: {why}")
-    late_min = max(0.0, (stamp.submitted_at - due).total_seconds() / 60)
+                        f"{UNKNOWN_NOTE}: {why}", known=False)
     factor, note = late_factor(exam.late_policy, late_min)
     if stamp.source == "mtime" and late_min > 0:
         note += " (from file times: check them)"
