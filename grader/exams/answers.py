@@ -18,6 +18,7 @@ from pathlib import Path
 import yaml
 
 from grader.exams.expr import ExprError, Number, evaluate
+from grader.exams.normalise import normalise_short
 from grader.exams.questions import AnswerKey, ShownQuestion
 
 MAX_ANSWERS_BYTES = 256 << 10
@@ -66,10 +67,9 @@ def _text(value: object) -> str:
 
 
 def normalize_short(value: object) -> str:
-    """Case, spaces, full-width forms and trailing full stops do not matter."""
-    text = _text(value).casefold()
-    text = re.sub(r"\s+", "", text)
-    return text.strip("\"'`.。")
+    """Case, spaces, full-width forms, dashes for minus, quotes, surrounding
+    punctuation, articles and plurals do not matter (grader/exams/normalise.py)."""
+    return normalise_short(value)
 
 
 def parse_letters(value: object) -> list[str] | None:
