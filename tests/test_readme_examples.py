@@ -146,3 +146,41 @@ def test_the_worked_example_matches_the_reference(example, references):
     runner = doctest.DocTestRunner(checker=NumbersToPrecision(), optionflags=doctest.NORMALIZE_WHITESPACE)
     runner.run(test, out=failures.append)
     assert runner.failures == 0, "".join(failures)
+
+
+# Numbers quoted in the READMEs' prose, outside the >>> blocks: the text as
+# printed, and how to recompute it from the references (or from PyTorch).
+JOURNEY_SCORES = torch.tensor([0.9544, 1.4950, 1.4754, 0.8434, 0.7070, 1.0865])
+BOOK_INPUTS = torch.tensor([[0.43, 0.15, 0.89], [0.55, 0.87, 0.66], [0.57, 0.85, 0.64],
+                            [0.22, 0.58, 0.33], [0.77, 0.25, 0.10], [0.05, 0.80, 0.55]])
+
+
+def _count(module: nn.Module) -> str:
+    return f"{sum(p.numel() for p in module.parameters()):,}"
+
+
+def _row(values: torch.Tensor) -> str:
+    return "[" + ", ".join(f"{float(v):.4f}" for v in values) + "]"
+
+
+PROSE = {
+    "01_softmax": lambda ref: [_row(JOURNEY_SCORES / JOURNEY_SCORES.sum()), _row(ref.softmax(JOURNEY_SCORES))],
+    "02_attention_weights": lambda ref: [_row(ref.attention_scores(BOOK_INPUTS)[1] / ref.attention_scores(BOOK_INPUTS)[1].sum()),
+                                         _row(ref.attention_weights(ref.attention_scores(BOOK_INPUTS))[1])],
+    "06_multihead": lambda ref: [_count(ref.MultiHeadAttention(768, 768, 1024, 0.0, 12)),
+                                 _count(ref.MultiHeadAttention(768, 768, 1024, 0.0, 12, qkv_bias=True)),
+                                 _count(ref.MultiHeadAttentionWrapper(768, 64, 1024, 0.0, 12))],
+    "08_transformer_layers": lambda ref: [_row(torch.softmax(torch.tensor([0.0, 2 ** -0.5]), dim=-1))],
+    "09_encoder": lambda ref: [_count(ref.EncoderLayer(512, 8, 2048)), _count(nn.TransformerEncoderLayer(512, 8, 2048))],
+    "10_decoder": lambda ref: [_count(ref.DecoderLayer(512, 8, 2048)), _count(nn.TransformerDecoderLayer(512, 8, 2048))],
+}
+
+
+@pytest.mark.parametrize("folder", sorted(PROSE))
+def test_numbers_quoted_in_the_prose_match_the_reference(folder, references):
+    with torch.no_grad():
+        quoted = PROSE[folder](references[folder])
+    for language in ("README.md", "README.zh.md"):
+        text = (REPO_ROOT / "exercises" / folder / language).read_text(encoding="utf-8")
+        missing = [number for number in quoted if number not in text]
+        assert missing == [], f"{folder}/{language} does not show the reference's {missing}"
