@@ -3,7 +3,8 @@
 The public training test and the hidden check share :func:`copy_task`:
 teacher forcing for a couple of hundred steps, then greedy decoding of new
 sequences. Weights come from :func:`coursekit.probes.transformer.init_by_name`,
-so a submission and the reference start from the same model.
+so a submission and the reference start from the same model (``own_init``
+keeps the model's own initialisation instead, as a student's training would).
 """
 from __future__ import annotations
 
