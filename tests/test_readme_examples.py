@@ -10,8 +10,9 @@ reader does not need to see, in an HTML comment just above its fence::
 
     <!-- example setup: model = Transformer(11, 11, d_model=32) -->
 
-or be left out, with the reason, when it cannot be recomputed (a model
-trained for minutes)::
+(the setup sees the reference module as ``reference_module``), or be left
+out, with the reason, when it cannot be recomputed (a model trained for
+minutes)::
 
     <!-- example not checked: the output of a trained model -->
 
@@ -136,7 +137,7 @@ def test_the_worked_example_matches_the_reference(example, references):
         pytest.skip(example.skipped)
     module = references[Path(example.readme).parent.name]
     namespace = {name: value for name, value in vars(module).items() if not name.startswith("_")}
-    namespace.update(torch=torch, nn=nn, F=F, math=math)
+    namespace.update(torch=torch, nn=nn, F=F, math=math, reference_module=module)
     torch.manual_seed(0)
     if example.setup:
         exec(example.setup, namespace)  # noqa: S102 - the repository's own README

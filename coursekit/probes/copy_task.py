@@ -39,8 +39,8 @@ def copy_task(module: ModuleType, seed: int = 0, steps: int = 200, batch: int = 
 
     Returns the training losses, the exact-match rate of the greedy outputs
     (every token and the END right), the per-token accuracy, two example
-    (source, output) pairs, the training time in seconds, and whether a
-    softmax without ``dim`` was called.
+    (source, output) pairs, the training time in seconds, whether a
+    softmax without ``dim`` was called, and the trained model (in eval mode).
 
     With ``own_init`` the model keeps the weights its own ``__init__`` drew
     (after ``torch.manual_seed(seed)``) instead of :func:`init_by_name`'s:
@@ -91,6 +91,7 @@ def copy_task(module: ModuleType, seed: int = 0, steps: int = 200, batch: int = 
         "output_shape": list(out.shape) if isinstance(out, torch.Tensor) else None,
         "seconds": seconds,
         "implicit_softmax": implicit_softmax(caught),
+        "model": model,
     }
 
 
