@@ -54,6 +54,10 @@ RIGHT_CHOICE = {
     "dropout-eval": "nothing: it returns the input unchanged",
     "post-norm": "LayerNorm(x + Dropout(sublayer(x)))",
     "cross-attention-sources": "queries from the decoder; keys and values from the encoder",
+    "seq2seq-bottleneck": "one fixed-size vector",
+    "heads-why": "its own subspace",
+    "attention-at-init": "Close to uniform",
+    "cnn-as-attention": "With k heads",
 }
 
 # Short answers: phrasings that must score (at least five each, in both
@@ -165,6 +169,22 @@ def test_sqrt_dk_and_dropout_claims_hold():
     x = torch.randn(3, 5, generator=gen)
     dropout = torch.nn.Dropout(0.5).eval()
     assert torch.equal(dropout(x), x)
+
+
+def test_attention_at_initialisation_is_nearly_uniform():
+    """attention-at-init, and notes/01_attention.md §6: with PyTorch's default
+    nn.Linear init and unit-variance inputs, most weights stay within a
+    factor 2 of 1/n; without the 1/sqrt(d_k) factor they would not."""
+    torch.manual_seed(0)
+    n, d = 10, 64
+    x = torch.randn(200, n, d)
+    w_q, w_k = torch.nn.Linear(d, d, bias=False), torch.nn.Linear(d, d, bias=False)
+    with torch.no_grad():
+        scores = w_q(x) @ w_k(x).transpose(-2, -1)
+        scaled = torch.softmax(scores / d ** 0.5, dim=-1) * n
+        unscaled = torch.softmax(scores, dim=-1) * n
+    within = lambda w: ((w > 0.5) & (w < 2)).float().mean().item()  # noqa: E731
+    assert within(scaled) > 0.9 and within(unscaled) < 0.5
 
 
 def test_numeric_keys_match_closed_forms(course, drawn, keys):
