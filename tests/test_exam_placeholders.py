@@ -71,3 +71,17 @@ def test_a_computed_answer_with_an_unknown_name_is_named(course_files):
     _question(bank, "encoder-layer-parameters")["compute"]["args"]["d_model"] = "width"
     problems = _problems(tmp_path, data, bank)
     assert any("encoder-layer-parameters" in w and "compute.args.d_model" in w and "width" in m for w, m in problems)
+
+
+def test_a_placeholder_in_a_hint_is_named(tmp_path):
+    """Hints are shown as written: "{vocab}" in one would reach students."""
+    for name in ("exercises", "solutions"):
+        shutil.copytree(REPO_ROOT / name, tmp_path / name)
+    shutil.copytree(REPO_ROOT / "grader" / "pitfalls", tmp_path / "grader" / "pitfalls")
+    shutil.copytree(REPO_ROOT / "exams", tmp_path / "exams")
+    data = yaml.safe_load((REPO_ROOT / "course.yaml").read_text(encoding="utf-8"))
+    data["pitfalls"][2]["hint"]["zh"] += " {d_model:.0f}"
+    (tmp_path / "course.yaml").write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+    with pytest.raises(CourseError) as info:
+        load_course(tmp_path / "course.yaml")
+    assert any(where == "pitfalls[2].hint.zh" and "{d_model}" in message for where, message in info.value.problems)
