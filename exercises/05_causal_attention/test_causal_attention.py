@@ -3,7 +3,7 @@
 The expected values come from PyTorch itself: F.scaled_dot_product_attention
 with is_causal=True, fed with projections made from the same weights that
 are copied into your module (so the tests never depend on how your __init__
-draws its random numbers), and from the numbers printed in seed 001.
+draws its random numbers), and from the numbers printed in the README's worked example.
 """
 import pytest
 import torch
@@ -149,12 +149,12 @@ def test_seed_worked_example(student):
     result = probe.forward(student, batch, d_out=2, context_length=6, weights=weights)
     _loaded(result)
     output = result["outputs"][0]
-    expect.shape(output, (2, 6, 2), what="CausalAttention(3, 2, 6, 0.0) on the seed's batch of shape (2, 6, 3)")
+    expect.shape(output, (2, 6, 2), what="CausalAttention(3, 2, 6, 0.0) on the README's batch of shape (2, 6, 3)")
     values = _project(SEED_INPUTS, weights, "W_value")
     for row in (0, 1):
         expect.close(
             output[row], SEED_CAUSAL_WEIGHTS @ values, atol=2e-4, rtol=0,
-            what=f"context vectors of batch item {row}: the causal weights printed in seed 001, section 2.4, "
+            what=f"context vectors of batch item {row}: the causal weights printed in the README's worked example, "
                  "times the values",
             pitfalls=_suspects(_seen(result)),
         )
