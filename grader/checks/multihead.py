@@ -15,6 +15,7 @@ import torch
 from coursekit.probes.multihead import random_weights
 from grader.checks import (CallBuilder, Check, Compare, pick, all_of, no_forbidden_calls, plain_equal,
                            tensors_close, text)
+from grader.checks.devices import device_check, placement_call
 from grader.sandbox import ProbeCall
 
 P = "coursekit.probes.multihead:"
@@ -208,6 +209,17 @@ def _sequence_calls(gen: torch.Generator) -> list[ProbeCall]:
     return calls
 
 
+def _placements(gen: torch.Generator) -> list[ProbeCall]:
+    """Forward passes on the meta device, shorter than context_length and at
+    full length, of MultiHeadAttention and of the wrapper."""
+    calls = []
+    for class_name, h, shorter in ((MHA, 2, True), (MHA, 3, False), (WRAPPER, 2, True)):
+        cfg = (_mha_config if class_name == MHA else _wrapper_config)(gen, h)
+        n = _int(gen, 1, cfg["context_length"] - 1) if shorter else cfg["context_length"]
+        calls.append(placement_call(class_name, cfg, _randn(gen, _int(gen, 1, 3), n, cfg["d_in"])))
+    return calls
+
+
 def _each(key: str, compare: Compare, reason: str = "wrong number of results") -> Compare:
     """``compare`` on every item of the lists found at ``key``."""
 
@@ -385,5 +397,7 @@ CHECKS = [
            "MultiHeadAttention: gradients of the input and of every parameter, out_proj included",
            "MultiHeadAttention：输入与每个参数（包括 out_proj）的梯度",
            lambda gen: _gradient_calls(gen, MHA, [2, 3, 1]), GRADIENT_COMPARE, "no-out-proj"),
+    device_check("06-mha-device", _placements, owner="MultiHeadAttention (and the wrapper)",
+                 pitfalls=("mask-not-buffer", "mask-cpu-loop"), seed=30),
     no_forbidden_calls("06", requires=("06-mha-values",)),
 ]
