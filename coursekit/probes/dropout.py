@@ -69,3 +69,30 @@ class FixedDropout(TorchFunctionMode):
         if func is torch.native_dropout:
             return output, keep
         return input.copy_(output) if inplace else output
+
+
+class DropoutWatch(TorchFunctionMode):
+    """Record what every dropout call of the block gets and gives back
+    (``inputs``, ``outputs``: detached copies), however it was called; with
+    ``only_when``, a dropout for which ``only_when()`` is false is switched
+    off (returns its input unchanged) instead of running."""
+
+    def __init__(self, only_when: Callable[[], bool] | None = None):
+        super().__init__()
+        self.only_when = only_when
+        self.inputs: list[torch.Tensor] = []
+        self.outputs: list[torch.Tensor] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        read = _ENTRY_POINTS.get(func)
+        if read is None:
+            return func(*args, **kwargs)
+        input = read(*args, **kwargs)[0]  # noqa: A001
+        if self.only_when is not None and not self.only_when():
+            return (input, torch.ones_like(input, dtype=torch.bool)) if func is torch.native_dropout else input
+        output = func(*args, **kwargs)
+        self.inputs.append(input.detach().clone())
+        first = output[0] if isinstance(output, tuple) else output
+        self.outputs.append(first.detach().clone())
+        return output

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from coursekit.loader import load_module
+from coursekit.probes.dropout import DropoutWatch
 from coursekit.probes.modules import dtypes_after_to, hidden_list_modules, registered, train_eval_outputs
 
 IMPLICIT_SOFTMAX = "Implicit dimension choice for softmax"
@@ -275,20 +276,39 @@ def train_gradients(module: ModuleType, config: dict, seed: int, src: torch.Tens
             "grads": {name: None if p.grad is None else p.grad.clone() for name, p in model.named_parameters()}}
 
 
+def _count_calls(sub: object, depth: list[int]) -> None:
+    """While ``sub``'s forward runs, ``depth[0]`` is above 0 (its own
+    ``forward`` wrapped, so a direct ``sub.forward(x)`` counts too)."""
+    if not isinstance(sub, nn.Module):
+        return
+    original = sub.forward
+
+    def forward(*args, **kwargs):
+        depth[0] += 1
+        try:
+            return original(*args, **kwargs)
+        finally:
+            depth[0] -= 1
+
+    sub.forward = forward
+
+
 def dropout_modes(module: ModuleType, config: dict, seed: int, src: torch.Tensor, tgt: torch.Tensor) -> dict:
     """With the config's dropout: whether two train-mode forwards under
     different seeds differ, and two eval-mode forwards are identical, at the
     non-pad target positions; and whether train-mode forwards still differ
-    when every dropout outside ``model.pos_encoding`` is switched off (the
-    positional encoding's own dropout is used)."""
+    when every dropout outside ``model.pos_encoding``'s forward is switched
+    off at the dispatcher (the positional encoding's own dropout is used)."""
     pad = config.get("pad_idx", 0)
     model = build(module, config, seed)
     outs = {key: _real(value, tgt, pad) for key, value in train_eval_outputs(model, lambda m: m(src, tgt)).items()}
-    inside = {id(sub) for sub in model.pos_encoding.modules()} if isinstance(model.pos_encoding, nn.Module) else set()
-    for sub in model.modules():
-        if isinstance(sub, nn.Dropout) and id(sub) not in inside:
-            sub.p = 0.0
-    only_pe = {key: _real(value, tgt, pad) for key, value in train_eval_outputs(model, lambda m: m(src, tgt)).items()}
+    # Every dropout outside the positional encoding's forward is switched off
+    # at the dispatcher, however it is called (nn.Dropout, F.dropout, ...).
+    depth = [0]
+    _count_calls(model.pos_encoding, depth)
+    with DropoutWatch(only_when=lambda: depth[0] > 0):
+        only_pe = {key: _real(value, tgt, pad)
+                   for key, value in train_eval_outputs(model, lambda m: m(src, tgt)).items()}
     return {"train_varies": not torch.equal(outs["train_0"], outs["train_1"]),
             "eval_repeatable": torch.equal(outs["eval_0"], outs["eval_1"]),
             "pe_dropout_used": not torch.equal(only_pe["train_0"], only_pe["train_1"])}

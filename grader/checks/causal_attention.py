@@ -76,6 +76,20 @@ def _too_long(gen: torch.Generator) -> list[ProbeCall]:
     return calls
 
 
+# Inputs this many times larger make the scores ~60 times larger than in the
+# other checks (hundreds): exp() overflows float32 unless the softmax
+# subtracts each row's maximum first (torch.softmax does).
+LARGE = 8.0
+
+
+def _large_scores(gen: torch.Generator) -> list[ProbeCall]:
+    calls = []
+    for batched in (True, True, False):
+        config = _config(gen, batched=batched)
+        calls.append(ProbeCall(FORWARD, config | {"x": config["x"] * LARGE}))
+    return calls
+
+
 def _placements(gen: torch.Generator) -> list[ProbeCall]:
     """Forward passes on the meta device: batched and shorter than
     context_length, then one unbatched at full length."""
@@ -342,6 +356,15 @@ CHECKS = [
         compare=_derived(lambda devices: sorted(set(devices.values())), "some tensors were left behind"),
         pitfalls=("mask-not-buffer",),
         seed=7,
+    ),
+    Check(
+        id="05-large-scores",
+        message=text("very large scores (hundreds): finite outputs, no overflow",
+                     "非常大的分数（数百）：输出为有限值，不溢出"),
+        calls=_large_scores,
+        compare=all_of(tensors_close(*OUTPUT, atol=1e-4, rtol=1e-3), plain_equal("load", reason="weights did not load")),
+        pitfalls=("softmax-overflow",),
+        seed=15,
     ),
     device_check(
         "05-forward-device", _placements, owner="CausalAttention", pitfalls=("mask-not-buffer", "mask-cpu-loop"),
