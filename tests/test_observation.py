@@ -75,3 +75,93 @@ def test_a_shape_error_on_the_meta_device_is_no_device_failure(judge, tmp_path):
     reason, hints = failed["11-device"]
     assert reason == "raised RuntimeError" and "mask-cpu-loop" not in hints, failed["11-device"]
     assert not any("another device" in why for why, _ in failed.values())
+
+
+# --- the probes themselves, in-process ------------------------------------------------
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.nn.functional import dropout as dropout_by_name  # noqa: E402
+
+from coursekit.probes.dropout import DropoutWatch, FixedDropout  # noqa: E402
+from coursekit.probes.placement import placement  # noqa: E402
+from grader.checks.devices import placement_agrees  # noqa: E402
+
+
+@pytest.mark.parametrize("call", [
+    lambda x: nn.functional.dropout(x, 0.3, True),
+    lambda x: dropout_by_name(x, 0.3, True),
+    lambda x: torch.dropout(x, 0.3, True),
+    lambda x: torch.dropout_(x.clone(), 0.3, True),
+    lambda x: torch.native_dropout(x, 0.3, True)[0],
+    lambda x: nn.Dropout(0.3)(x),
+], ids=["F.dropout", "imported-by-name", "torch.dropout", "torch.dropout_", "native_dropout", "nn.Dropout"])
+def test_every_way_of_calling_dropout_draws_the_same_fixed_mask(call):
+    x = torch.rand(4, 5) + 1
+    with FixedDropout(3) as fixed:
+        got = call(x)
+    with FixedDropout(3):
+        expected = nn.Dropout(0.3)(x)
+    assert fixed.shapes == [[4, 5]] and torch.equal(got, expected)
+    # The mask follows the logical order, not the memory layout.
+    with FixedDropout(3):
+        transposed = dropout_by_name(x.t().contiguous().t(), 0.3, True)
+    assert torch.equal(transposed, expected)
+
+
+def test_dropout_watch_sees_every_call_and_can_switch_some_off():
+    x = torch.rand(3, 3) + 1
+    with DropoutWatch() as watch:
+        dropout_by_name(x, 0.5, True)
+        nn.Dropout(0.5).eval()(x)
+    assert len(watch.inputs) == 2 and torch.equal(watch.outputs[1], x)
+    with DropoutWatch(only_when=lambda: False):
+        assert torch.equal(torch.dropout(x, 0.9, True), x)
+
+
+class _Attention(nn.Module):
+    """A tiny causal attention whose mask comes from ``make_mask(n, x)``."""
+
+    def __init__(self, make_mask, fill: str = "masked_fill"):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+        self.make_mask, self.fill = make_mask, fill
+
+    def forward(self, x):
+        scores = self.proj(x) @ x.transpose(-2, -1)
+        mask = self.make_mask(x.size(1), x)
+        if self.fill == "matmul":  # a CPU tensor meeting the scores in a matmul: no meta kernel checks it
+            return torch.softmax(scores, -1) @ mask
+        scores = scores.masked_fill_(mask, float("-inf")) if self.fill == "in-place" else scores.masked_fill(mask, float("-inf"))
+        return torch.softmax(scores, -1) / torch.tensor(2.0)  # a 0-dim CPU tensor is fine on any device
+
+
+def _causal_on(n, x):
+    return torch.ones(n, n, dtype=torch.bool, device=x.device).triu(1)
+
+
+@pytest.mark.parametrize("make_mask,fill,expected", [
+    (_causal_on, "masked_fill", "ok"),
+    (lambda n, x: torch.ones(n, n, dtype=torch.bool).triu(1), "masked_fill", "mismatch"),
+    (lambda n, x: torch.ones(n, n, dtype=torch.bool).triu(1), "in-place", "mismatch"),
+    (lambda n, x: torch.ones(n, n).triu(1), "matmul", "mismatch"),
+    (lambda n, x: torch.ones(n, n).triu(1).bool().to(x.device), "masked_fill", "ok"),
+    (lambda n, x: _causal_on(n, x) if bool(x.sum() > -1e9) else None, "masked_fill", "unchecked"),
+], ids=["on-the-inputs-device", "fresh-cpu-mask", "in-place-fill", "cpu-matmul", "moved-to-device", "reads-values"])
+def test_placement_sees_cpu_tensors_however_they_are_used(make_mask, fill, expected):
+    found = placement(lambda: _Attention(make_mask, fill), (torch.randn(2, 3, 4),))
+    assert found["placement"] == expected, found
+    assert found["shape"] == [2, 3, 3]
+
+
+def test_a_shape_error_is_raised_on_the_cpu_not_called_a_device_problem():
+    with pytest.raises(RuntimeError, match="size of tensor"):
+        placement(lambda: _Attention(lambda n, x: torch.ones(n, n + 1, dtype=torch.bool, device=x.device)),
+                  (torch.randn(2, 3, 4),))
+
+
+def test_unchecked_counts_as_placed_and_a_mismatch_as_a_device_failure():
+    ok, unchecked, mismatch = ({"placement": p, "shape": [2]} for p in ("ok", "unchecked", "mismatch"))
+    assert placement_agrees(unchecked, ok) is None and placement_agrees(mismatch, mismatch) is None
+    assert "another device" in placement_agrees(mismatch, ok)
+    assert placement_agrees({"placement": "ok", "shape": [3]}, ok) == "wrong shape"

@@ -20,7 +20,7 @@ from types import ModuleType
 import torch
 from torch import nn
 
-from coursekit.probes.dropout import DropoutWatch
+from coursekit.probes.dropout import DropoutWatch, FixedDropout
 from coursekit.probes.modules import (
     devices_after_to,
     dtypes_after_to,
@@ -188,9 +188,9 @@ def dropout_runs(module: ModuleType, x: torch.Tensor, *, d_out: int, context_len
 
     ``clean``: the output of a module built with ``dropout=0.0`` (eval
     mode); ``outputs``: one per seed, each from a fresh module built with
-    ``dropout`` in train or eval mode, ``torch.manual_seed(seed)`` right
-    before its forward. Every module gets the same ``weights`` and is
-    called once, so only dropout differs between them; comparing them reads
+    ``dropout`` in train or eval mode, its dropout masks drawn from ``seed``
+    at the dispatcher (:class:`coursekit.probes.dropout.FixedDropout`).
+    Every module gets the same ``weights`` and is called once, so only dropout differs between them; comparing them reads
     what dropout did, whatever else the implementation gets wrong."""
     plain, load = build(module, x.size(-1), d_out, context_length, 0.0, qkv_bias, weights)
     plain.eval()
@@ -201,7 +201,8 @@ def dropout_runs(module: ModuleType, x: torch.Tensor, *, d_out: int, context_len
             noisy, _ = build(module, x.size(-1), d_out, context_length, dropout, qkv_bias, weights)
             noisy.train(train)
             torch.manual_seed(seed)
-            outputs.append(noisy(x))
+            with FixedDropout(seed):
+                outputs.append(noisy(x))
     return {"clean": clean, "outputs": outputs, "load": load}
 
 
@@ -227,8 +228,8 @@ def all_gradients(module: ModuleType, x: torch.Tensor, *, d_out: int, context_le
                   weights: dict[str, torch.Tensor] | None = None, dropout: float = 0.0, train: bool = False,
                   seed: int = 0, upstream_seed: int = 0) -> dict:
     """Backpropagate ``(module(x) * upstream).sum()`` (``upstream`` drawn
-    from ``upstream_seed``; ``torch.manual_seed(seed)`` right before the
-    forward, so dropout masks are reproducible) and return the gradient of
+    from ``upstream_seed``; dropout masks drawn from ``seed`` at the
+    dispatcher, so they are reproducible whatever the memory layout) and return the gradient of
     the input and of every parameter, by name (None where none arrived).
 
     The module is converted to ``x.dtype`` before ``weights`` are loaded, so
@@ -242,7 +243,9 @@ def all_gradients(module: ModuleType, x: torch.Tensor, *, d_out: int, context_le
                            dtype=x.dtype)
     attention.zero_grad(set_to_none=True)
     torch.manual_seed(seed)
-    (attention(x) * upstream).sum().backward()
+    with FixedDropout(seed):
+        output = attention(x)
+    (output * upstream).sum().backward()
     return {
         "input_grad": x.grad,
         "parameter_grads": {name: p.grad for name, p in attention.named_parameters()},

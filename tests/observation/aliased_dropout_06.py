@@ -1,11 +1,5 @@
 """06, correct: dropout imported by name (from torch.nn.functional import dropout),
 bound at import time, called with training=self.training."""
-
-MultiHeadAttentionWrapper runs `num_heads` independent CausalAttention
-modules and concatenates their outputs. MultiHeadAttention computes the same
-kind of thing with one projection per role (query, key, value) for all heads,
-cut into heads by split_heads and glued back by merge_heads.
-"""
 import math
 
 import torch
