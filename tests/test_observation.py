@@ -165,3 +165,26 @@ def test_unchecked_counts_as_placed_and_a_mismatch_as_a_device_failure():
     assert placement_agrees(unchecked, ok) is None and placement_agrees(mismatch, mismatch) is None
     assert "another device" in placement_agrees(mismatch, ok)
     assert placement_agrees({"placement": "ok", "shape": [3]}, ok) == "wrong shape"
+
+
+def test_the_causal_figure_shows_a_minus_1e9_mask(course, tmp_path):
+    """03's figure has a fully blocked row, where -1e9 gives uniform weights
+    instead of zeros; on a plain causal mask both would look the same."""
+    from coursekit.loader import load_module
+    from grader.checks.masking import FIGURES
+    from grader.course import REPO_ROOT
+    from grader.pitfalls import load_variants
+    from probecalls import run_probe
+
+    exercise = course.exercise("03")
+    variant = load_variants(exercise, REPO_ROOT)["mask-minus-1e9"]
+    (tmp_path / exercise.module).write_text(variant.source, encoding="utf-8")
+    student = load_module(tmp_path, exercise.module)
+    reference = load_module(REPO_ROOT / "solutions" / exercise.folder, exercise.module)
+    call = FIGURES[0].call
+    drawn = {name: run_probe(module, call)["weights"] for name, module in (("student", student), ("reference", reference))}
+    assert bool(call.kwargs["mask"].all(dim=-1).any())  # a fully blocked row
+    assert not torch.allclose(drawn["student"], drawn["reference"])
+    causal = {**call.kwargs, "mask": torch.triu(torch.ones(6, 6, dtype=torch.bool), diagonal=1)}
+    plain = [run_probe(m, type(call)(call.probe, causal))["weights"] for m in (student, reference)]
+    assert torch.allclose(*plain)
