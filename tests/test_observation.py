@@ -146,8 +146,10 @@ def _causal_on(n, x):
     (lambda n, x: torch.ones(n, n, dtype=torch.bool).triu(1), "in-place", "mismatch"),
     (lambda n, x: torch.ones(n, n).triu(1), "matmul", "mismatch"),
     (lambda n, x: torch.ones(n, n).triu(1).bool().to(x.device), "masked_fill", "ok"),
+    (lambda n, x: torch.ones(n, n).triu(1).type_as(x).bool(), "masked_fill", "ok"),
     (lambda n, x: _causal_on(n, x) if bool(x.sum() > -1e9) else None, "masked_fill", "unchecked"),
-], ids=["on-the-inputs-device", "fresh-cpu-mask", "in-place-fill", "cpu-matmul", "moved-to-device", "reads-values"])
+], ids=["on-the-inputs-device", "fresh-cpu-mask", "in-place-fill", "cpu-matmul", "moved-to-device", "type-as-input",
+        "reads-values"])
 def test_placement_sees_cpu_tensors_however_they_are_used(make_mask, fill, expected):
     found = placement(lambda: _Attention(make_mask, fill), (torch.randn(2, 3, 4),))
     assert found["placement"] == expected, found

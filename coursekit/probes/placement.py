@@ -28,9 +28,12 @@ DEVICE = torch.device("meta")
 # The meta kernels' own words for a mismatch.
 MISMATCH_TEXTS = ("is not on the expected device", "Expected all tensors to be on the same device",
                   "found at least two devices")
-# Calls that may mix devices on a GPU too.
+# Calls that may mix devices on a GPU too: moves and copies, indexing with
+# a CPU index, and the *_as methods that read only the other's size (or,
+# for type_as, move to the other's device).
 _MIXING_ALLOWED = {torch.Tensor.to, torch.Tensor.copy_, torch.Tensor.__getitem__, torch.Tensor.__setitem__,
-                   torch.Tensor.index_put_, torch.Tensor.cpu, torch.Tensor.type, torch.Tensor.new_tensor,
+                   torch.Tensor.index_put_, torch.Tensor.cpu, torch.Tensor.type, torch.Tensor.type_as,
+                   torch.Tensor.expand_as, torch.Tensor.view_as, torch.Tensor.reshape_as, torch.Tensor.new_tensor,
                    torch.Tensor.__repr__, torch.Tensor.__format__}
 
 
