@@ -37,6 +37,10 @@ def _grade(judge: Judge, exercise_id: str, name: str, tmp_path: Path) -> Exercis
     return judge.grade(exercise, folder, tmp_path / "work")
 
 
+def _confirmed(result: ExerciseResult) -> set[str]:
+    return {p for v in result.verdicts for p in v.confirmed}
+
+
 def _failed(result: ExerciseResult) -> dict[str, tuple[str, list[str]]]:
     return {v.check_id: (v.reason, v.pitfalls) for v in result.verdicts if not v.passed}
 
@@ -52,10 +56,13 @@ def test_correct_submissions_written_otherwise_get_full_marks(judge, tmp_path, e
 
 
 def test_a_fresh_cpu_mask_in_forward_fails_the_device_check_only(judge, tmp_path):
-    failed = _failed(_grade(judge, "05", "fresh_cpu_mask_05.py", tmp_path))
+    result = _grade(judge, "05", "fresh_cpu_mask_05.py", tmp_path)
+    failed = _failed(result)
     assert set(failed) == {"05-forward-device"}, failed
     reason, hints = failed["05-forward-device"]
-    assert "another device" in reason and {"mask-not-buffer", "mask-cpu-loop"} & set(hints)
+    assert "another device" in reason and hints[0] == "mask-cpu-loop", failed
+    # Not the variant whose mask is a plain attribute: the buffer is registered here.
+    assert "mask-not-buffer" not in _confirmed(result)
 
 
 def test_a_softmax_without_max_subtraction_fails_the_large_scores_check_only(judge, tmp_path):
@@ -167,6 +174,12 @@ def test_unchecked_counts_as_placed_and_a_mismatch_as_a_device_failure():
     assert placement_agrees(unchecked, ok) is None and placement_agrees(mismatch, mismatch) is None
     assert "another device" in placement_agrees(mismatch, ok)
     assert placement_agrees({"placement": "ok", "shape": [3]}, ok) == "wrong shape"
+    # A mask kept as a plain attribute (left behind by .to()) and a mask made
+    # on the CPU in forward are different mistakes: a variant of one does not
+    # confirm the other.
+    plain_attribute = {**mismatch, "left_behind": ["mask"]}
+    assert placement_agrees(mismatch, plain_attribute) is not None
+    assert placement_agrees(plain_attribute, plain_attribute) is None
 
 
 def test_the_causal_figure_shows_a_minus_1e9_mask(course, tmp_path):

@@ -24,6 +24,8 @@ from torch import nn
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 
+from coursekit.probes.modules import devices_after_to
+
 DEVICE = torch.device("meta")
 # The meta kernels' own words for a mismatch.
 MISMATCH_TEXTS = ("is not on the expected device", "Expected all tensors to be on the same device",
@@ -73,7 +75,8 @@ def placement(build: Callable[[], nn.Module], args: tuple, *, train: bool = Fals
     Errors of the CPU run propagate: they are no device problem. Returns
     ``placement``: "ok", "mismatch" (a tensor on another device than the
     inputs', or an output that left the device) or "unchecked" (the meta
-    run failed for another reason); ``shape``, the CPU output's shape; and
+    run failed for another reason); ``shape``, the CPU output's shape;
+    ``left_behind``, the tensor attributes that ``.to()`` did not move; and
     ``detail``, what went wrong on the meta device (for public tests only:
     the hidden checks never show it).
     """
@@ -81,16 +84,20 @@ def placement(build: Callable[[], nn.Module], args: tuple, *, train: bool = Fals
     with torch.no_grad():
         output = call(build().train(train), *args)
     shape = list(output.shape) if isinstance(output, torch.Tensor) else None
-    module = build().train(train).to(DEVICE)
+    module = build().train(train)
+    # Tensor attributes that .to() did not move (not registered as buffers):
+    # one cause of a mismatch, told apart from tensors made in forward.
+    left = sorted(name for name, device in devices_after_to(module, DEVICE).items() if device != DEVICE.type)
+    found = {"shape": shape, "left_behind": left}
     try:
         with torch.no_grad(), DeviceWatch():
             on_device = call(module, *(_on_device(a) for a in args))
     except Exception as exc:  # noqa: BLE001 - student code; NotImplementedError too (a missing meta kernel)
-        return {"placement": _classify(exc), "shape": shape, "detail": f"{type(exc).__name__}: {str(exc)[:300]}"}
+        return {**found, "placement": _classify(exc), "detail": f"{type(exc).__name__}: {str(exc)[:300]}"}
     outputs = [t for t in tree_leaves(on_device) if isinstance(t, torch.Tensor)]
     if any(t.device.type != DEVICE.type for t in outputs):
-        return {"placement": "mismatch", "shape": shape, "detail": "the output is not on the inputs' device"}
-    return {"placement": "ok", "shape": shape, "detail": ""}
+        return {**found, "placement": "mismatch", "detail": "the output is not on the inputs' device"}
+    return {**found, "placement": "ok", "detail": ""}
 
 
 def forward_placement(module: ModuleType, cls: str, config: dict, args: list, init_args: list = ()) -> dict:

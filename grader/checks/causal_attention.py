@@ -367,7 +367,7 @@ CHECKS = [
         seed=15,
     ),
     device_check(
-        "05-forward-device", _placements, owner="CausalAttention", pitfalls=("mask-not-buffer", "mask-cpu-loop"),
+        "05-forward-device", _placements, owner="CausalAttention", pitfalls=("mask-cpu-loop", "mask-not-buffer"),
         weight=1, seed=14,
     ),
     Check(

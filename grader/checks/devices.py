@@ -20,6 +20,11 @@ def placement_agrees(submitted: object, expected: object) -> str | None:
     mine, theirs = _get(submitted, "placement"), _get(expected, "placement")
     if mine != theirs and not {mine, theirs} <= _FINE:
         return MISMATCH if mine == "mismatch" else "the forward pass on another device failed"
+    # Two mismatches (a submission and a pitfall variant) agree only when the
+    # same tensors were left behind by .to(): a mask kept as a plain attribute
+    # is another mistake than a mask made on the CPU in forward.
+    if mine == "mismatch" and _get(submitted, "left_behind") != _get(expected, "left_behind"):
+        return MISMATCH
     return None if _get(submitted, "shape") == _get(expected, "shape") else "wrong shape"
 
 

@@ -413,6 +413,6 @@ CHECKS = [
            "分数非常大（数百）时，MultiHeadAttention 的输出为有限值，不溢出",
            _large_scores, _forward_compare(atol=1e-4, rtol=1e-3), "softmax-overflow"),
     device_check("06-mha-device", _placements, owner="MultiHeadAttention (and the wrapper)",
-                 pitfalls=("mask-not-buffer", "mask-cpu-loop"), seed=30),
+                 pitfalls=("mask-cpu-loop", "mask-not-buffer"), seed=30),
     no_forbidden_calls("06", requires=("06-mha-values",)),
 ]
