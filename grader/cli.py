@@ -216,6 +216,11 @@ def doctor(course: Path = CourseOption) -> None:
 
 
 def main() -> None:
+    import sys
+
+    from grader.sandbox.prestart import start_for
+
+    start_for(sys.argv)  # no-op when grader/__main__.py did it already
     app()
 
 

@@ -16,7 +16,6 @@ from grader.exams.records import recorded_exam_stats
 from grader.gradebook import Gradebook, GradebookError
 from grader.grading import grade_class
 from grader.judge import GraderError, Judge
-from grader.report import write_grades_csv, write_html_report, write_results_json
 from grader.sandbox import Limits, Sandbox, SandboxError
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_GRADER_BROKEN, EXIT_GRADEBOOK = 0, 2, 3, 4
@@ -83,6 +82,9 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
     for submission in run.submissions:
         for problem in submission.problems:
             console.print(f"[yellow]warning[/yellow] {submission.student}: {problem}", highlight=False)
+    # The report (matplotlib, ~1 s) is loaded only now that it is written.
+    from grader.report import write_grades_csv, write_html_report, write_results_json
+
     try:
         out.mkdir(parents=True, exist_ok=True)
         write_grades_csv(records, out / "grades.csv")

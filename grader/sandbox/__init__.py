@@ -8,7 +8,25 @@ The sandbox knows nothing about exercises, checks or solutions: a run is
 ``namespaces.py``, ``landlock.py``, ``limits.py``, ``seccomp.py``;
 ``wire.py`` is the framing and the safe decoding of results.
 """
-from grader.sandbox.client import Sandbox, SandboxError
-from grader.sandbox.model import CallResult, Limits, ProbeCall, RunResult
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from grader.sandbox.client import Sandbox, SandboxError
+    from grader.sandbox.model import CallResult, Limits, ProbeCall, RunResult
+
+# Loaded on first use: the client imports torch (through wire.py), and
+# ``prestart`` must start the fork-server before the grader pays for that.
+_HOME = {"Sandbox": "client", "SandboxError": "client", "CallResult": "model", "Limits": "model",
+         "ProbeCall": "model", "RunResult": "model"}
+
+
+def __getattr__(name: str) -> object:
+    if name not in _HOME:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"grader.sandbox.{_HOME[name]}"), name)
+
 
 __all__ = ["CallResult", "Limits", "ProbeCall", "RunResult", "Sandbox", "SandboxError"]

@@ -17,20 +17,18 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from grader.sandbox import policy, syscalls, wire
+from grader.sandbox import policy, prestart, syscalls, wire
 from grader.sandbox.model import CallResult, Limits, ProbeCall, RunResult
 from grader.sandbox.runstate import RunState
 
 log = logging.getLogger("grader.sandbox")
 DEFAULT_UID = 65534
-_ENV_KEEP = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "PYTHONPATH", "VIRTUAL_ENV")
 _START_TIMEOUT_S = 180.0   # import torch + warm-up, on a loaded laptop
 _CONTROL_TIMEOUT_S = 60.0
 # Tries to start one run when its server dies first (each on a fresh server):
@@ -129,20 +127,8 @@ class Sandbox:
 
     def _start_server(self) -> socket.socket:
         """Start a fork-server and configure it; the caller holds ``_lock``."""
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        env = {k: v for k, v in os.environ.items() if k in _ENV_KEEP or k.startswith(("OMP_", "GOMP_"))}
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-        # libgomp's workers spin while they wait; with many short children on
-        # few cores the spinning starves the others: on 2 busy cores the first
-        # 2-thread op in a child took 23-29 ms spinning, 0.9 ms passive.
-        env.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-        try:
-            proc = subprocess.Popen(
-                [sys.executable, "-s", "-m", "grader.sandbox.server", "--fd", str(theirs.fileno())],
-                pass_fds=[theirs.fileno()], cwd=policy.REPO_ROOT, env=env, stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL, start_new_session=True)
-        finally:
-            theirs.close()
+        # One started early (grader grade, before its own imports) or a fresh one.
+        proc, ours = prestart.take() or prestart.spawn()
         ours.settimeout(_START_TIMEOUT_S)
         try:
             ready = json.loads(ours.recv(1 << 20) or b"{}")
