@@ -9,6 +9,8 @@ starts with its label, lines beginning with ``#:`` read as YAML:
     #: expect: full | loses
     #: fails: [check-id, ...]      (loses) at least one of these checks fails
     #: hint: [pitfall-id, ...]     (loses) at least one of these hints is shown
+    #: all_hints: [pitfall-id, ...] (loses, several mistakes) every one is shown
+    #: not_hint: [pitfall-id, ...] (loses) hints that would point away from the mistake
     #: about: what the code does differently, or its bug
     #: known_issue: "14: ..."      a known grader miss: the test is xfail(strict)
 
@@ -35,7 +37,8 @@ from grader.sandbox import Limits, Sandbox
 from grader.submissions import assemble
 
 CORPUS = Path(__file__).resolve().parent
-LABEL_KEYS = {"expect", "fails", "hint", "about", "known_issue"}
+LABEL_KEYS = {"expect", "fails", "hint", "all_hints", "not_hint", "about", "known_issue"}
+LIST_KEYS = ("fails", "hint", "all_hints", "not_hint")
 # Two threads share one judge: CI has two cores, and each exercise's
 # reference and variants still run once (the judge caches them).
 JOBS = 2
@@ -69,14 +72,14 @@ def read_label(path: Path) -> dict:
         if line.startswith("#:"):
             key, _, value = line[2:].strip().partition(":")
             value = value.strip()
-            label[key.strip()] = yaml.safe_load(value) if key.strip() in ("fails", "hint") else value.strip('"')
+            label[key.strip()] = yaml.safe_load(value) if key.strip() in LIST_KEYS else value.strip('"')
     if label.get("expect") not in ("full", "loses"):
         raise ValueError(f"{path}: the label needs 'expect: full' or 'expect: loses'")
     if unknown := set(label) - LABEL_KEYS:
         raise ValueError(f"{path}: unknown label keys {sorted(unknown)}")
     if not label.get("about"):
         raise ValueError(f"{path}: say what the submission does ('about')")
-    if label["expect"] == "full" and (label.get("fails") or label.get("hint")):
+    if label["expect"] == "full" and any(label.get(key) for key in LIST_KEYS):
         raise ValueError(f"{path}: a full-marks entry has no failing check or hint")
     return label
 
@@ -136,6 +139,10 @@ def test_graded_as_labelled(entry: Entry, graded):
         assert failed & set(wanted), f"none of {wanted} fails: {summary}"
     if hints := _as_list(label.get("hint")):
         assert set(result.pitfalls) & set(hints), f"none of the hints {hints} is shown: {summary}"
+    missing = set(_as_list(label.get("all_hints"))) - set(result.pitfalls)
+    assert not missing, f"the hints {sorted(missing)} are not shown: {summary}"
+    misleading = set(_as_list(label.get("not_hint"))) & set(result.pitfalls)
+    assert not misleading, f"the hints {sorted(misleading)} point away from the mistake: {summary}"
 
 
 def test_the_corpus_is_large_and_spread_over_every_exercise():
@@ -155,5 +162,5 @@ def test_labels_name_real_checks_and_pitfalls(course):
         check_ids = {c.id for c in checks_for(exercise)}
         unknown = set(_as_list(entry.label.get("fails"))) - check_ids
         assert not unknown, f"{entry.name}: no such check {sorted(unknown)}"
-        for pitfall_id in _as_list(entry.label.get("hint")):
+        for pitfall_id in [p for key in ("hint", "all_hints", "not_hint") for p in _as_list(entry.label.get(key))]:
             course.pitfall(pitfall_id)  # KeyError names a hint that does not exist

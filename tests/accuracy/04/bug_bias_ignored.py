@@ -1,34 +1,28 @@
 #: expect: loses
 #: fails: [04-structure, 04-state-dict]
 #: hint: [qkv-bias-ignored]
-#: about: the projections always have a bias, whatever qkv_bias says
-"""Exercise 04, a submission: self-attention with trainable weights."""
+#: about: the projections (made in a setattr loop) always have a bias, whatever qkv_bias says
+import math
+
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 
 class SelfAttention(nn.Module):
-    """Single-head scaled dot-product self-attention (seed 001, SelfAttention_v2)."""
+    ROLES = ("W_query", "W_key", "W_value")
 
-    def __init__(self, d_in: int, d_out: int, qkv_bias: bool = False):
-        # nn.Module sets up its registries of parameters and sub-modules here;
-        # assigning a layer before this call fails.
+    def __init__(self, d_in, d_out, qkv_bias=False):
         super().__init__()
-        # Plain attributes: nn.Module registers each layer under its name, so
-        # parameters(), state_dict(), .to() and .eval() all see them.
-        self.W_query = nn.Linear(d_in, d_out, bias=True)
-        self.W_key = nn.Linear(d_in, d_out, bias=True)
-        self.W_value = nn.Linear(d_in, d_out, bias=True)
+        for role in self.ROLES:
+            setattr(self, role, nn.Linear(d_in, d_out))
+        self.d_out = d_out
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """x (batch, n, d_in) or (n, d_in) -> (batch, n, d_out) or (n, d_out)."""
-        queries = self.W_query(x)  # (..., n, d_out)
-        keys = self.W_key(x)       # (..., n, d_out)
-        values = self.W_value(x)   # (..., n, d_out)
-        # transpose(-2, -1) swaps tokens and features only; .T would also move
-        # the batch dim to the back.
-        scores = queries @ keys.transpose(-2, -1)  # (..., n, n)
-        # Divide by sqrt(d_k): dot products of d_k-dim vectors grow like
-        # sqrt(d_k), and large scores saturate the softmax (tiny gradients).
-        weights = torch.softmax(scores / keys.size(-1) ** 0.5, dim=-1)  # each row sums to 1
-        return weights @ values  # (..., n, d_out)
+    def _project(self, role, x):
+        layer = getattr(self, role)
+        return F.linear(x, layer.weight, layer.bias)
+
+    def forward(self, x):
+        q, k, v = (self._project(role, x) for role in self.ROLES)
+        scores = torch.matmul(q, torch.transpose(k, -1, -2)) / math.sqrt(self.d_out)
+        return torch.matmul(F.softmax(scores, dim=-1), v)

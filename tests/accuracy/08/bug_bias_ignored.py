@@ -1,100 +1,75 @@
 #: expect: loses
 #: fails: [08-parameters, 08-no-bias]
 #: hint: [qkv-bias-ignored]
-#: about: the four projections always have a bias, whatever bias=False says
-"""Exercise 08, a submission: the Transformer's building blocks."""
+#: about: the four cloned projections always have a bias, whatever bias=False says
+import copy
 import math
 
 import torch
-from torch import nn
+import torch.nn as nn
+import torch.nn.functional as F
 
 
-def _attend(query, key, value, mask=None, dropout=None):
-    """Scaled dot-product attention over (batch, heads, n, head_dim) tensors.
+def clones(module, N):
+    "Produce N identical layers."
+    return nn.ModuleList([copy.deepcopy(module) for _ in range(N)])
 
-    mask: bool, True where attention is blocked; broadcasts to the scores
-    (batch, heads, n_query, n_key). Returns (output, weights).
-    """
-    scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))  # (b, h, n_q, n_k)
+
+def attention(query, key, value, mask=None, dropout=None):
+    "Compute 'Scaled Dot Product Attention'"
+    d_k = query.size(-1)
+    scores = torch.matmul(query, key.transpose(-2, -1)) / math.sqrt(d_k)
     if mask is not None:
-        # A query that may attend to nothing gets zero weights, not NaN:
-        # leave its scores finite for the softmax and zero its row afterwards.
-        blocked_row = mask.all(dim=-1, keepdim=True)
-        scores = scores.masked_fill(mask & ~blocked_row, float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
-    if mask is not None:
-        weights = weights.masked_fill(blocked_row, 0.0)
+        scores = scores.masked_fill(mask, float("-inf"))
+    nothing = torch.isneginf(scores).all(dim=-1, keepdim=True)
+    p_attn = F.softmax(scores.masked_fill(nothing, 0.0), dim=-1).masked_fill(nothing, 0.0)
     if dropout is not None:
-        weights = dropout(weights)  # on the weights, after the softmax; a no-op in eval mode
-    return weights @ value, weights  # (b, h, n_q, d_v), (b, h, n_q, n_k)
+        p_attn = dropout(p_attn)
+    return torch.matmul(p_attn, value), p_attn
 
 
 class MultiHeadedAttention(nn.Module):
-    """Multi-head attention for self-attention (query = key = value) and
-    cross-attention (keys and values from another sequence)."""
-
-    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
+    def __init__(self, d_model, num_heads, dropout=0.0, bias=True):
         super().__init__()
-        if d_model % num_heads:
-            raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
-        self.num_heads = num_heads
-        self.head_dim = d_model // num_heads
-        # One projection per role for all heads at once: head j uses the
-        # output features j*head_dim .. (j+1)*head_dim - 1 of each.
-        self.W_query = nn.Linear(d_model, d_model)
-        self.W_key = nn.Linear(d_model, d_model)
-        self.W_value = nn.Linear(d_model, d_model)
-        self.out_proj = nn.Linear(d_model, d_model)
-        self.dropout = nn.Dropout(dropout)
-        self.attn = None  # the last attention weights, (b, h, n_q, n_k)
+        if d_model % num_heads != 0:
+            raise ValueError("d_model % num_heads != 0")
+        self.d_k = d_model // num_heads
+        self.h = num_heads
+        self.W_query, self.W_key, self.W_value, self.out_proj = clones(nn.Linear(d_model, d_model), 4)
+        self.attn = None
+        self.dropout = nn.Dropout(p=dropout)
 
-    def _split(self, x):
-        b, n, _ = x.shape
-        # (b, n, d) -> (b, n, h, hd): each token's features cut into h pieces;
-        # then swap so that each head sees all tokens: (b, h, n, hd).
-        return x.view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
-
-    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                mask: torch.Tensor | None = None) -> torch.Tensor:
-        """query (b, n_q, d_model); key, value (b, n_k, d_model).
-
-        mask: bool, True = blocked; (n_q, n_k), (b, n_q, n_k), (b, 1, n_k)
-        or already 4-D (b, 1 or h, n_q, n_k). Returns (b, n_q, d_model).
-        """
+    def forward(self, query, key, value, mask=None):
         if mask is not None and mask.dim() == 3:
-            mask = mask.unsqueeze(1)  # the same mask for every head
-        q, k, v = self._split(self.W_query(query)), self._split(self.W_key(key)), self._split(self.W_value(value))
-        context, self.attn = _attend(q, k, v, mask, self.dropout)  # (b, h, n_q, hd)
-        b, _, n_q, _ = context.shape
-        # Back to (b, n_q, h, hd) before merging the heads; after transpose the
-        # memory is not contiguous, so reshape (not view) copies it.
-        merged = context.transpose(1, 2).reshape(b, n_q, self.num_heads * self.head_dim)
-        return self.out_proj(merged)  # (b, n_q, d_model)
+            mask = mask.unsqueeze(1)
+        nbatches = query.size(0)
+        query, key, value = [
+            lin(x).view(nbatches, -1, self.h, self.d_k).transpose(1, 2)
+            for lin, x in zip((self.W_query, self.W_key, self.W_value), (query, key, value))
+        ]
+        x, self.attn = attention(query, key, value, mask=mask, dropout=self.dropout)
+        x = x.transpose(1, 2).contiguous().view(nbatches, -1, self.h * self.d_k)
+        return self.out_proj(x)
 
 
 class PositionwiseFeedForward(nn.Module):
-    """linear2(dropout(relu(linear1(x)))), applied to each position alike."""
+    "Implements FFN equation."
 
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
+    def __init__(self, d_model, d_ff, dropout=0.0):
         super().__init__()
         self.linear1 = nn.Linear(d_model, d_ff)
         self.linear2 = nn.Linear(d_ff, d_model)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # nn.Linear acts on the last dimension: every position gets the same
-        # MLP, and positions never mix. (b, n, d) -> (b, n, d_ff) -> (b, n, d)
-        return self.linear2(self.dropout(torch.relu(self.linear1(x))))
+    def forward(self, x):
+        return self.linear2(self.dropout(self.linear1(x).relu()))
 
 
 class AddNorm(nn.Module):
-    """Post-norm residual connection: LayerNorm(x + Dropout(sublayer_out))."""
-
-    def __init__(self, d_model: int, dropout: float = 0.0):
+    def __init__(self, d_model, dropout=0.0):
         super().__init__()
         self.norm = nn.LayerNorm(d_model)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, sublayer_out: torch.Tensor) -> torch.Tensor:
-        # Dropout on the sublayer's output only: the residual path stays intact.
+    def forward(self, x, sublayer_out):
         return self.norm(x + self.dropout(sublayer_out))

@@ -1,100 +1,77 @@
 #: expect: loses
 #: fails: [08-attention-dropout]
 #: hint: [dropout-before-softmax]
-#: about: dropout on the scores before the softmax
-"""Exercise 08, a submission: the Transformer's building blocks."""
+#: about: dropout on the scores before a d2l-style masked_softmax
 import math
 
 import torch
 from torch import nn
 
 
-def _attend(query, key, value, mask=None, dropout=None):
-    """Scaled dot-product attention over (batch, heads, n, head_dim) tensors.
+def masked_softmax(scores, blocked):
+    if blocked is None:
+        return torch.softmax(scores, dim=-1)
+    scores = scores.masked_fill(blocked, -math.inf)
+    row_dead = torch.isinf(scores).all(dim=-1, keepdim=True)
+    return torch.softmax(scores.masked_fill(row_dead, 0), dim=-1).masked_fill(row_dead, 0)
 
-    mask: bool, True where attention is blocked; broadcasts to the scores
-    (batch, heads, n_query, n_key). Returns (output, weights).
-    """
-    scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))  # (b, h, n_q, n_k)
-    if mask is not None:
-        # A query that may attend to nothing gets zero weights, not NaN:
-        # leave its scores finite for the softmax and zero its row afterwards.
-        blocked_row = mask.all(dim=-1, keepdim=True)
-        scores = scores.masked_fill(mask & ~blocked_row, float("-inf"))
-    if dropout is not None:
-        scores = dropout(scores)
-    weights = torch.softmax(scores, dim=-1)
-    if mask is not None:
-        weights = weights.masked_fill(blocked_row, 0.0)
-    return weights @ value, weights  # (b, h, n_q, d_v), (b, h, n_q, n_k)
+
+class DotProductAttention:
+    """Not a module: nothing to register, it only computes."""
+
+    def __call__(self, q, k, v, blocked, dropout):
+        weights = masked_softmax(dropout(q @ k.transpose(-1, -2) / math.sqrt(q.shape[-1])), blocked)
+        return weights @ v, weights
 
 
 class MultiHeadedAttention(nn.Module):
-    """Multi-head attention for self-attention (query = key = value) and
-    cross-attention (keys and values from another sequence)."""
-
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0, bias: bool = True):
         super().__init__()
-        if d_model % num_heads:
-            raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
+        if d_model % num_heads != 0:
+            raise ValueError("num_heads must divide d_model")
         self.num_heads = num_heads
-        self.head_dim = d_model // num_heads
-        # One projection per role for all heads at once: head j uses the
-        # output features j*head_dim .. (j+1)*head_dim - 1 of each.
-        self.W_query = nn.Linear(d_model, d_model, bias=bias)
-        self.W_key = nn.Linear(d_model, d_model, bias=bias)
-        self.W_value = nn.Linear(d_model, d_model, bias=bias)
-        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        self.W_query = nn.Linear(d_model, d_model, bias)
+        self.W_key = nn.Linear(d_model, d_model, bias)
+        self.W_value = nn.Linear(d_model, d_model, bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias)
         self.dropout = nn.Dropout(dropout)
-        self.attn = None  # the last attention weights, (b, h, n_q, n_k)
+        self.attention = DotProductAttention()
+        self.attn = None
 
-    def _split(self, x):
-        b, n, _ = x.shape
-        # (b, n, d) -> (b, n, h, hd): each token's features cut into h pieces;
-        # then swap so that each head sees all tokens: (b, h, n, hd).
-        return x.view(b, n, self.num_heads, self.head_dim).transpose(1, 2)
+    def transpose_qkv(self, x):
+        x = x.reshape(x.shape[0], x.shape[1], self.num_heads, -1)
+        return x.permute(0, 2, 1, 3)
 
-    def forward(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                mask: torch.Tensor | None = None) -> torch.Tensor:
-        """query (b, n_q, d_model); key, value (b, n_k, d_model).
+    def transpose_output(self, x):
+        return x.permute(0, 2, 1, 3).reshape(x.shape[0], x.shape[2], -1)
 
-        mask: bool, True = blocked; (n_q, n_k), (b, n_q, n_k), (b, 1, n_k)
-        or already 4-D (b, 1 or h, n_q, n_k). Returns (b, n_q, d_model).
-        """
-        if mask is not None and mask.dim() == 3:
-            mask = mask.unsqueeze(1)  # the same mask for every head
-        q, k, v = self._split(self.W_query(query)), self._split(self.W_key(key)), self._split(self.W_value(value))
-        context, self.attn = _attend(q, k, v, mask, self.dropout)  # (b, h, n_q, hd)
-        b, _, n_q, _ = context.shape
-        # Back to (b, n_q, h, hd) before merging the heads; after transpose the
-        # memory is not contiguous, so reshape (not view) copies it.
-        merged = context.transpose(1, 2).reshape(b, n_q, self.num_heads * self.head_dim)
-        return self.out_proj(merged)  # (b, n_q, d_model)
+    def forward(self, query, key, value, mask=None):
+        if mask is not None and mask.ndim == 3:
+            mask = mask.unsqueeze(-3)
+        q = self.transpose_qkv(self.W_query(query))
+        k = self.transpose_qkv(self.W_key(key))
+        v = self.transpose_qkv(self.W_value(value))
+        out, self.attn = self.attention(q, k, v, mask, self.dropout)
+        return self.out_proj(self.transpose_output(out))
 
 
 class PositionwiseFeedForward(nn.Module):
-    """linear2(dropout(relu(linear1(x)))), applied to each position alike."""
-
-    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0):
+    def __init__(self, d_model, d_ff, dropout=0.0):
         super().__init__()
-        self.linear1 = nn.Linear(d_model, d_ff)
-        self.linear2 = nn.Linear(d_ff, d_model)
+        self.linear1, self.linear2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
         self.dropout = nn.Dropout(dropout)
+        self.activation = nn.ReLU()
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # nn.Linear acts on the last dimension: every position gets the same
-        # MLP, and positions never mix. (b, n, d) -> (b, n, d_ff) -> (b, n, d)
-        return self.linear2(self.dropout(torch.relu(self.linear1(x))))
+    def forward(self, x):
+        return self.linear2(self.dropout(self.activation(self.linear1(x))))
 
 
 class AddNorm(nn.Module):
-    """Post-norm residual connection: LayerNorm(x + Dropout(sublayer_out))."""
-
-    def __init__(self, d_model: int, dropout: float = 0.0):
+    def __init__(self, d_model, dropout=0.0):
         super().__init__()
-        self.norm = nn.LayerNorm(d_model)
         self.dropout = nn.Dropout(dropout)
+        self.norm = nn.LayerNorm(d_model)
 
-    def forward(self, x: torch.Tensor, sublayer_out: torch.Tensor) -> torch.Tensor:
-        # Dropout on the sublayer's output only: the residual path stays intact.
-        return self.norm(x + self.dropout(sublayer_out))
+    def forward(self, x, sublayer_out):
+        residual = x + self.dropout(sublayer_out)
+        return self.norm(residual)
