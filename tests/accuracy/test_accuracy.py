@@ -4,7 +4,8 @@ real Judge (one sandbox, reference and variant results computed once per
 exercise) and held to its label.
 
 ``tests/accuracy/NN/*.py`` are submissions of exercise NN's module. Each
-starts with its label, lines beginning with ``#:`` read as YAML:
+starts with its label, one ``key: value`` a line after ``#:`` (lists in
+YAML's flow style):
 
     #: expect: full | loses
     #: fails: [check-id, ...]      (loses) at least one of these checks fails
@@ -75,6 +76,8 @@ def read_label(path: Path) -> dict:
             label[key.strip()] = yaml.safe_load(value) if key.strip() in LIST_KEYS else value.strip('"')
     if label.get("expect") not in ("full", "loses"):
         raise ValueError(f"{path}: the label needs 'expect: full' or 'expect: loses'")
+    if not path.stem.startswith({"full": "ok_", "loses": "bug_"}[label["expect"]]):
+        raise ValueError(f"{path}: correct submissions are named ok_*, buggy ones bug_*")
     if unknown := set(label) - LABEL_KEYS:
         raise ValueError(f"{path}: unknown label keys {sorted(unknown)}")
     if not label.get("about"):
