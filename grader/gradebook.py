@@ -81,7 +81,10 @@ class Gradebook:
             # isolation_level=None: we open transactions explicitly.
             self._db = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=FULL")
+            # WAL with NORMAL: a commit survives the grader's kill -9 (it is in
+            # the WAL file when COMMIT returns); only a power cut can lose the
+            # last ones. FULL paid an fsync per result (tests/hardening/test_faults.py).
+            self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(SCHEMA)
             self._check_schema()
         except sqlite3.DatabaseError as exc:

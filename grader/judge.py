@@ -260,6 +260,14 @@ class Judge:
             results[pitfall_id] = self.sandbox.run(folder, exercise.module_name, plan.calls)
         return results
 
+    def _variant_fails(self, exercise: Exercise, check: Check, pitfall_id: str, variant: RunResult,
+                       expected: RunResult) -> bool:
+        """Whether the variant fails this check (once per exercise, check and
+        variant: it was recompared on every failing submission)."""
+        key = ("variant_fails", f"{exercise.id}\0{check.id}\0{pitfall_id}")
+        return self._once(key, lambda: _agrees(check, self.plan(exercise).slices[check.id], variant, expected)
+                          is not None)
+
     def grade(self, exercise: Exercise, folder: Path | None, workdir: Path) -> ExerciseResult:
         """Grade the exercise module in ``folder`` (None: not submitted).
 
@@ -305,7 +313,7 @@ class Judge:
                 continue
             confirmed = [
                 pitfall_id for pitfall_id, variant in self.variant_results(exercise, workdir).items()
-                if _agrees(check, calls, variant, expected) is not None
+                if self._variant_fails(exercise, check, pitfall_id, variant, expected)
                 and _fails_alike(check, calls, run, variant)
             ]
             if error_text:

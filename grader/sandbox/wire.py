@@ -3,26 +3,26 @@ decoding of whatever the child sends back.
 
 A frame is ``[u32 header length][u64 payload length][header][payload]``.
 The header is a small JSON object (``{"kind": "result", "i": 3, ...}``);
-the payload, when there is one, is ``torch.save`` bytes of a plain value.
+the payload, when there is one, is a plain value in ``plaincodec``'s encoding.
 Splitting the two means a payload that fails to decode is still attributed
 to its call (a ``ProtocolError`` for that call), while a garbled header ends
 the run as ``protocol_error``.
 
-Everything the child sends is untrusted: it is decoded with
-``torch.load(weights_only=True)`` (no arbitrary globals, no ``__reduce__``)
-and then checked by :func:`validate`, which accepts only exact plain types.
+Everything the child sends is untrusted: it is decoded by ``plaincodec``
+(plain types only: no pickle, no globals, every length checked) and then
+checked by :func:`validate`, which accepts only exact plain types.
 """
 from __future__ import annotations
 
-import io
 import json
 import os
 import struct
-import warnings
 from collections.abc import Iterator
 from typing import Any
 
 import torch
+
+from grader.sandbox import plaincodec
 
 _PREFIX = struct.Struct("<IQ")
 MAX_HEADER = 64 * 1024
@@ -42,10 +42,11 @@ class ProtocolError(Exception):
 # -- encoding (both sides) ---------------------------------------------------
 
 def dumps(value: Any) -> bytes:
-    """``torch.save`` bytes of a plain value."""
-    buf = io.BytesIO()
-    torch.save(value, buf)
-    return buf.getvalue()
+    """The payload bytes of a plain value (``plaincodec``: no pickle)."""
+    try:
+        return plaincodec.encode(value)
+    except plaincodec.CodecError as exc:
+        raise ProtocolError(str(exc)) from None
 
 
 def frame(header: dict, value: Any = NO_VALUE, *, payload: bytes | None = None) -> bytes:
@@ -141,10 +142,8 @@ def loads(payload: bytes) -> Any:
     """Decode a payload from an untrusted child: restricted unpickling, then
     :func:`validate`. Raises ProtocolError for anything else."""
     try:
-        with warnings.catch_warnings():  # the child chooses the pickle protocol: no warnings for it
-            warnings.simplefilter("ignore")
-            value = torch.load(io.BytesIO(payload), weights_only=True, map_location="cpu")
-    except Exception as exc:  # the unpickler refuses: say why, in one line
+        value = plaincodec.decode(payload, max_items=MAX_ITEMS)
+    except Exception as exc:  # not plain data (also MemoryError's kin: say why, in one line)
         raise ProtocolError(f"undecodable result: {one_line(exc)}") from None
     validate(value)
     return value

@@ -1,0 +1,218 @@
+"""A small binary encoding of plain data: what travels in a frame's payload.
+
+It replaced ``torch.save``/``torch.load(weights_only=True)``, which cost
+~60% of a sandboxed run's time (a zip archive and a restricted unpickler per
+probe call, ~1 ms each even for a 4-element tensor). This format has no
+code paths beyond the plain types themselves: nothing to unpickle, no
+globals, no storages shared between values.
+
+A value is a one-byte tag and its body, little-endian:
+
+    N None   T True   F False
+    i int    (u32 length, decimal ASCII: ints of any size)
+    f float  (f64)            c complex (two f64)
+    s str    (u32 length, UTF-8)
+    l list / t tuple (u32 count, items)
+    d dict   (u32 count, then str key and value pairs)
+    y dtype  (u8 length, the name after "torch.")
+    x tensor (dtype as for y, u8 ndim, u64 per dim, then the raw bytes of
+              the contiguous tensor: their length is implied by the shape)
+
+Decoding checks every length against what is left, the depth, the item
+count and the dtype names, and raises :class:`CodecError` for anything else;
+``wire.loads`` still runs ``validate`` on the result.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import torch
+
+_U8, _U32, _U64, _F64 = struct.Struct("<B"), struct.Struct("<I"), struct.Struct("<Q"), struct.Struct("<d")
+_C128 = struct.Struct("<dd")
+MAX_DEPTH = 64
+MAX_DIMS = 32
+MAX_INT_DIGITS = 5000  # Python's own default limit for int('...') (sys.int_info.default_max_str_digits)
+
+# Every dtype a result may hold, by its name after "torch." (a closed list:
+# the decoder never calls getattr(torch, <a name from the child>)).
+DTYPES: dict[str, torch.dtype] = {
+    str(d).removeprefix("torch."): d for d in (
+        torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.complex128, torch.complex64,
+        torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)
+}
+_NAMES = {d: n.encode() for n, d in DTYPES.items()}
+
+
+class CodecError(ValueError):
+    """Bytes that are not an encoding of plain data."""
+
+
+def encode(value: Any) -> bytes:
+    """The bytes of a plain value (see the module's docstring); CodecError
+    for anything else."""
+    out: list[bytes] = []
+    _encode(value, out, 0)
+    return b"".join(out)
+
+
+def _encode(v: Any, out: list[bytes], depth: int) -> None:
+    if depth > MAX_DEPTH:
+        raise CodecError(f"nested deeper than {MAX_DEPTH}")
+    t = type(v)
+    if v is None:
+        out.append(b"N")
+    elif t is bool:
+        out.append(b"T" if v else b"F")
+    elif t is int:
+        digits = str(v).encode()
+        out += [b"i", _U32.pack(len(digits)), digits]
+    elif t is float:
+        out += [b"f", _F64.pack(v)]
+    elif t is complex:
+        out += [b"c", _C128.pack(v.real, v.imag)]
+    elif t is str:
+        data = v.encode("utf-8", "surrogatepass")
+        out += [b"s", _U32.pack(len(data)), data]
+    elif t is list or t is tuple:
+        out += [b"l" if t is list else b"t", _U32.pack(len(v))]
+        for item in v:
+            _encode(item, out, depth + 1)
+    elif t is dict:
+        out += [b"d", _U32.pack(len(v))]
+        for key, item in v.items():
+            if type(key) is not str:
+                raise CodecError(f"dict key of type {type(key).__name__}, not str")
+            _encode(key, out, depth + 1)
+            _encode(item, out, depth + 1)
+    elif t is torch.dtype:
+        out += [b"y", *_dtype_bytes(v)]
+    elif t is torch.Tensor:
+        _encode_tensor(v, out)
+    else:
+        raise CodecError(f"a {t.__module__}.{t.__qualname__} is not plain data")
+
+
+def _dtype_bytes(dtype: torch.dtype) -> list[bytes]:
+    name = _NAMES.get(dtype)
+    if name is None:
+        raise CodecError(f"tensors of {dtype} cannot be sent")
+    return [_U8.pack(len(name)), name]
+
+
+def _encode_tensor(v: torch.Tensor, out: list[bytes]) -> None:
+    if v.layout is not torch.strided or v.device.type != "cpu" or v.is_quantized:
+        raise CodecError(f"only dense CPU tensors can be sent ({v.layout}, {v.device})")
+    if v.dim() > MAX_DIMS:
+        raise CodecError(f"a tensor of {v.dim()} dimensions")
+    v = v.detach().resolve_conj().resolve_neg().contiguous()
+    out += [b"x", *_dtype_bytes(v.dtype), _U8.pack(v.dim()), *(_U64.pack(n) for n in v.shape)]
+    if v.numel():
+        # A uint8 view of the same memory: its bytes, without a per-element copy in Python.
+        out.append(v.reshape(-1).view(torch.uint8).numpy().tobytes())
+
+
+def decode(data: bytes, *, max_items: int = 1_000_000) -> Any:
+    """The value ``data`` encodes; CodecError when it encodes nothing plain,
+    has bytes left over, or holds more than ``max_items`` container items."""
+    reader = _Reader(memoryview(data), max_items)
+    value = reader.value(0)
+    if reader.pos != len(data):
+        raise CodecError(f"{len(data) - reader.pos} byte(s) after the value")
+    return value
+
+
+class _Reader:
+    def __init__(self, data: memoryview, max_items: int) -> None:
+        self.data, self.pos, self.items = data, 0, max_items
+
+    def take(self, n: int) -> memoryview:
+        end = self.pos + n
+        if n < 0 or end > len(self.data):
+            raise CodecError("truncated")
+        chunk = self.data[self.pos:end]
+        self.pos = end
+        return chunk
+
+    def unpack(self, fmt: struct.Struct) -> Any:
+        return fmt.unpack(self.take(fmt.size))
+
+    def count(self) -> int:
+        (n,) = self.unpack(_U32)
+        self.items -= n
+        if self.items < 0:
+            raise CodecError("too many items")
+        return n
+
+    def dtype(self) -> torch.dtype:
+        (n,) = self.unpack(_U8)
+        dtype = DTYPES.get(bytes(self.take(n)).decode("ascii", "replace"))
+        if dtype is None:
+            raise CodecError("unknown dtype")
+        return dtype
+
+    def value(self, depth: int) -> Any:
+        if depth > MAX_DEPTH:
+            raise CodecError(f"nested deeper than {MAX_DEPTH}")
+        tag = bytes(self.take(1))
+        if tag == b"N":
+            return None
+        if tag == b"T":
+            return True
+        if tag == b"F":
+            return False
+        if tag == b"i":
+            (n,) = self.unpack(_U32)
+            if n > MAX_INT_DIGITS:
+                raise CodecError("an int too long")
+            try:
+                return int(bytes(self.take(n)).decode("ascii"))
+            except ValueError:
+                raise CodecError("not an int") from None
+        if tag == b"f":
+            return self.unpack(_F64)[0]
+        if tag == b"c":
+            real, imag = self.unpack(_C128)
+            return complex(real, imag)
+        if tag == b"s":
+            (n,) = self.unpack(_U32)
+            try:
+                return bytes(self.take(n)).decode("utf-8", "surrogatepass")
+            except UnicodeDecodeError:
+                raise CodecError("not UTF-8") from None
+        if tag in (b"l", b"t"):
+            items = [self.value(depth + 1) for _ in range(self.count())]
+            return items if tag == b"l" else tuple(items)
+        if tag == b"d":
+            result = {}
+            for _ in range(self.count()):
+                key = self.value(depth + 1)
+                if type(key) is not str:
+                    raise CodecError("a dict key that is not a str")
+                result[key] = self.value(depth + 1)
+            return result
+        if tag == b"y":
+            return self.dtype()
+        if tag == b"x":
+            return self.tensor()
+        raise CodecError(f"unknown tag {tag!r}")
+
+    def tensor(self) -> torch.Tensor:
+        dtype = self.dtype()
+        (ndim,) = self.unpack(_U8)
+        if ndim > MAX_DIMS:
+            raise CodecError(f"a tensor of {ndim} dimensions")
+        shape = [self.unpack(_U64)[0] for _ in range(ndim)]
+        numel = 1
+        for n in shape:
+            numel *= n
+        size = numel * dtype.itemsize
+        if size > len(self.data) - self.pos:  # checked before any allocation of that size
+            raise CodecError("truncated tensor")
+        if numel == 0:
+            return torch.empty(shape, dtype=dtype)
+        raw = bytearray(self.take(size))  # a copy we own: the tensor must not alias the frame
+        if dtype is torch.bool:  # any byte but 0 or 1 would be a bool torch never makes
+            return (torch.frombuffer(raw, dtype=torch.uint8) != 0).reshape(shape)
+        return torch.frombuffer(raw, dtype=dtype).reshape(shape)

@@ -1,0 +1,83 @@
+"""The payload encoding between the grader and a sandboxed child
+(grader/sandbox/plaincodec.py): plain values round-trip exactly, and bytes
+from a hostile child decode to plain data or are refused, never anything else."""
+import pickle
+import random
+
+import pytest
+import torch
+
+from grader.sandbox import wire
+from grader.sandbox.plaincodec import DTYPES, CodecError, decode, encode
+
+VALUES = [
+    None, True, False, 0, -7, 2**100, 1.5, float("inf"), 1e-300, complex(1, -2), "", "héllo 注意力",
+    [], (), {}, [1, (2.0, "x"), {"k": None}], {"dtype": torch.float16}, torch.float64,
+    torch.tensor(3.0), torch.zeros(0, 5), torch.arange(12).reshape(3, 4).T,  # a non-contiguous view
+    torch.tensor([True, False, True]), torch.randn(2, 3, dtype=torch.bfloat16),
+    torch.randn(2, dtype=torch.complex64).conj(), torch.tensor([float("nan"), float("-inf")]),
+    *(torch.ones(2, 2, dtype=d) for d in DTYPES.values()),
+]
+
+
+@pytest.mark.parametrize("value", VALUES, ids=lambda v: type(v).__name__)
+def test_plain_values_round_trip_exactly(value):
+    back = decode(encode(value))
+    assert type(back) is type(value)
+    if isinstance(value, torch.Tensor):
+        assert back.dtype == value.dtype and back.shape == value.shape
+        assert torch.equal(back.isnan(), value.isnan()) if value.is_floating_point() else True
+        assert torch.equal(back.nan_to_num(), value.resolve_conj().nan_to_num())
+    elif isinstance(value, float) or value != value:
+        assert back == value or (back != back and value != value)
+    else:
+        assert back == value
+
+
+def test_a_decoded_tensor_owns_its_memory():
+    payload = bytearray(encode(torch.arange(4.0)))
+    value = decode(bytes(payload))
+    value += 1  # writable, and not a view of the payload
+    assert torch.equal(value, torch.arange(4.0) + 1)
+
+
+@pytest.mark.parametrize("value", [object(), torch.nn.Parameter(torch.ones(2)), {1: "int key"}, b"bytes",
+                                   torch.ones(2).to_sparse(), set()])
+def test_non_plain_values_are_refused_when_encoding(value):
+    with pytest.raises(CodecError):
+        encode(value)
+
+
+def test_pickles_and_torch_save_bytes_are_refused(tmp_path):
+    import io
+
+    buf = io.BytesIO()
+    torch.save({"x": torch.ones(2)}, buf)
+    for payload in (buf.getvalue(), pickle.dumps([1, 2])):
+        with pytest.raises(wire.ProtocolError, match="undecodable"):
+            wire.loads(payload)
+
+
+def test_truncated_and_mutated_payloads_decode_to_plain_data_or_are_refused():
+    rng = random.Random(19)
+    good = encode({"out": torch.randn(3, 4), "shape": (3, 4), "names": ["a", "b"], "n": 12, "d": torch.int64})
+    for cut in range(len(good)):
+        with pytest.raises(wire.ProtocolError):
+            wire.loads(good[:cut])
+    for _ in range(3000):
+        data = bytearray(good)
+        for _ in range(rng.randint(1, 4)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        try:
+            value = wire.loads(bytes(data))
+        except wire.ProtocolError:
+            continue
+        wire.validate(value)  # anything accepted is plain data
+
+
+def test_a_tensor_claiming_more_bytes_than_sent_is_refused_before_allocating():
+    header = encode(torch.ones(1))[:-4]  # tag, dtype, ndim=1, dim
+    claim = bytearray(header)
+    claim[-8:] = (1 << 40).to_bytes(8, "little")  # a terabyte-sized float32 vector
+    with pytest.raises(CodecError, match="truncated"):
+        decode(bytes(claim))
