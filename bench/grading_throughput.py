@@ -153,6 +153,12 @@ def main() -> None:
         pytest_sample = min(args.pytest_sample or kinds, args.n)
         nbgrader_sample = min(args.nbgrader_sample or kinds, args.n)
         ours_s = time_ours(work / "subs", exercises, args.timeout, work)
+        # The start-up split (bench/startup.py has more): what any class pays before grading.
+        from startup import grade_one, timed
+
+        (work / "startup").mkdir()
+        torch_s = timed([sys.executable, "-c", "import torch"])
+        fixed_s = grade_one(work / "startup")
         pytest_s = time_pytest(students, exercises, pytest_sample, args.timeout, work)
         nbgrader_s = time_nbgrader(course, students, exercises, nbgrader_sample, args.timeout, work)
     per_min = 60 * args.n / ours_s
@@ -161,6 +167,8 @@ def main() -> None:
     print(f"{args.n} submissions of exercise(s) {label} ({mix}), timeout {args.timeout:g} s, 2 jobs;"
           f" baselines on {pytest_sample} / {nbgrader_sample} students, one of each kind")
     print(f"  grader grade:          {ours_s:7.1f} s in all   {per_min:8.1f} submissions/min")
+    print(f"    of which start-up:   {fixed_s:7.1f} s (a class of one)   = {fixed_s / torch_s:.2f}x "
+          f"`import torch` ({torch_s:.1f} s); load average {os.getloadavg()[0]:.1f}")
     print(f"  fresh pytest each:     {pytest_s:7.2f} s each   {60 / pytest_s:8.1f} submissions/min"
           f"   -> ours is {per_min / (60 / pytest_s):.1f}x")
     if nbgrader_s is None:

@@ -144,6 +144,33 @@ def grade(
 
 
 @app.command()
+def watch(
+    folder: Path = typer.Argument(None, exists=True, file_okay=False,
+                                  help="A folder of <student_id>/ folders or .zip files to watch."),
+    exchange: Path = typer.Option(None, "--exchange", exists=True, file_okay=False,
+                                  help="nbgrader's exchange root: watch <root>/<course>/inbound."),
+    nbgrader_course: str = typer.Option(None, "--nbgrader-course", help="The nbgrader course id (default: course.yaml's)."),
+    db: Path = typer.Option(Path("grades.db"), "--db", help="The SQLite gradebook (created if missing)."),
+    feedback: Path = typer.Option(None, "--feedback", file_okay=False,
+                                  help="Where a plain folder's students find feedback/<student>/feedback.html."),
+    jobs: int = typer.Option(2, "--jobs", "-j", min=1, help="Submissions graded at once."),
+    per_hour: int = typer.Option(None, "--per-hour", min=1, help="Graded submissions per student and hour "
+                                                                  "(default: course.yaml watch.submissions_per_hour)."),
+    assignment: str = typer.Option(None, "--assignment", help="Only this assignment."),
+    exercise: list[str] = typer.Option(None, "--exercise", "-e", help="A plain folder's exercises (repeatable)."),
+    once: bool = typer.Option(False, "--once", help="Grade what is there now, then stop (cron, tests)."),
+    course: Path = CourseOption,
+) -> None:
+    """Grade each submission as it arrives (sandbox kept warm) and write its
+    feedback where the student fetches it; Ctrl-C stops, a restart resumes."""
+    from grader.watch.session import run_watch
+
+    raise typer.Exit(run_watch(folder, exchange=exchange, nbgrader_course=nbgrader_course, db=db,
+                               feedback_dir=feedback, jobs=jobs, per_hour=per_hour, assignment=assignment,
+                               exercise_ids=exercise or [], once=once, course_path=course))
+
+
+@app.command()
 def similarity(
     submissions: Path = typer.Argument(..., exists=True, file_okay=False, help="Folder of <student_id>/ folders or .zip files."),
     exercise: list[str] = typer.Option(None, "--exercise", "-e", help="Only these exercises (repeatable; default: all)."),

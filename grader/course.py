@@ -96,10 +96,19 @@ class GradingLimits(_Strict):
     threads: int = Field(ge=1, le=8)
 
 
+class WatchSettings(_Strict):
+    """``grader watch``: feedback while students still work."""
+    # Graded submissions per student and rolling hour; later ones wait (and
+    # their feedback says so): resubmitting cannot probe the hidden checks fast.
+    submissions_per_hour: int = Field(default=6, ge=1)
+    poll_s: float = Field(default=0.5, gt=0, le=60)
+
+
 class Course(_Strict):
     schema_version: Literal[1]
     course: CourseMeta
     grading: GradingLimits
+    watch: WatchSettings = WatchSettings()
     release: dict = {}
     pitfalls: list[Pitfall]
     exercises: list[Exercise]

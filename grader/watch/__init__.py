@@ -1,0 +1,7 @@
+"""``grader watch``: feedback seconds after a student submits (issue 19).
+
+``sources.py`` finds submissions (a plain folder, nbgrader's exchange),
+``state.py`` remembers them and orders the queue fairly, ``run.py`` grades
+them with a warm sandbox, ``feedback.py`` writes what the student fetches,
+``session.py`` sets it all up from the command line's options.
+"""

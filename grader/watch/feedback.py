@@ -1,0 +1,77 @@
+"""Feedback pages of ``grader watch``, written where the student fetches them.
+
+- nbgrader: ``<exchange>/<course>/feedback/<md5(secret + notebook id)>.html``,
+  one page per notebook (its exercise), the file ``nbgrader fetch_feedback``
+  copies into the student's ``<assignment>/feedback/<timestamp>/``;
+- a plain folder: ``<feedback dir>/<student>/feedback.html`` for the whole
+  submission.
+
+Graded pages are the report's student page (grader/report/templates/
+student.html: per-check results and the pitfalls' hints in English and
+Chinese); a submission held by the hourly limit or superseded gets a short
+page that says so. Pages are written to a temporary name and renamed, so a
+student never fetches half a page.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from markupsafe import Markup, escape
+
+from grader.course import Course, Exercise
+from grader.gradebook import Record
+from grader.watch.sources import Arrival
+
+
+def nbgrader_feedback_path(arrival: Arrival, notebook_id: str) -> Path:
+    """Where nbgrader looks for this notebook's feedback (its ``notebook_hash``
+    with the submission's secret)."""
+    assert arrival.nbgrader is not None
+    digest = hashlib.md5(arrival.nbgrader.secret.encode() + notebook_id.encode()).hexdigest()  # noqa: S324 - nbgrader's
+    return arrival.nbgrader.exchange / "feedback" / f"{digest}.html"
+
+
+def plain_feedback_path(feedback_dir: Path, student: str) -> Path:
+    from grader.report.html import page_name
+
+    return feedback_dir / page_name(student) / "feedback.html"
+
+
+def graded_page(course: Course, student: str, exercises: list[Exercise], rows: dict[str, Record],
+                class_mean: dict[str, float], note: str) -> str:
+    """The report's student page for these exercises, with ``note`` (when
+    it was graded, the hourly allowance) above it."""
+    from grader.report import svg
+    from grader.report.html import STATUS_TEXT, environment
+
+    hints = {p.id: p.hint for p in course.pitfalls}
+    figure = svg.score_bars([e.id for e in exercises],
+                            [rows[e.id].points / rows[e.id].max_points if e.id in rows else 0.0 for e in exercises],
+                            [class_mean.get(e.id, 0.0) for e in exercises])
+    pictures = {
+        exercise_id: [(data["title"], svg.side_by_side(data["student"], data["expected"], data["title"]["en"]))
+                      for data in record.figures.values()]
+        for exercise_id, record in rows.items() if record.figures
+    }
+    html = environment().get_template("student.html").render(
+        course=course, student=student, exercises=exercises, rows=rows,
+        total=sum(r.points for r in rows.values()), max_total=sum(e.points for e in exercises) or 1.0,
+        hints=hints, figure=figure, pictures=pictures, status_text=STATUS_TEXT)
+    return html.replace("<h1>", f'<p class="sub">{escape(note)}</p>\n<h1>', 1)
+
+
+def note_page(student: str, title: str, note: str) -> str:
+    """A short page: the submission is queued, or was superseded."""
+    return (f"<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>{escape(title)}</title></head>"
+            f"<body><h1>{escape(title)}</h1><p>{escape(student)}</p><p>{escape(note)}</p></body></html>\n")
+
+
+def write_page(path: Path, html: str | Markup) -> None:
+    """Write atomically, readable by the student (nbgrader copies it as them)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    temporary.write_text(str(html), encoding="utf-8")
+    os.chmod(temporary, 0o644)
+    os.replace(temporary, path)
