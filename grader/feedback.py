@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import re
 import signal
 from collections.abc import Sequence
-
-import torch
 
 from grader.course import Text
 
@@ -50,21 +49,23 @@ def both(en: str, zh: str) -> str:
 
 # --- exception names ----------------------------------------------------------
 
-def _exception_names() -> frozenset[str]:
+@functools.cache
+def known_exceptions() -> frozenset[str]:
+    """Builtin and torch exceptions: the only class names shown to a
+    student. A class the submission defines could carry any text in its name."""
+    import torch  # here, not at the top: the reports and exports need no torch
+
     modules = (builtins, torch, torch.linalg, torch.cuda, torch.jit, torch.autograd)
     return frozenset(obj.__name__ for module in modules for obj in vars(module).values()
                      if isinstance(obj, type) and issubclass(obj, BaseException))
 
 
-# Builtin and torch exceptions: the only class names shown to a student. A
-# class the submission defines could carry any text in its name.
-KNOWN_EXCEPTIONS = _exception_names()
 FOREIGN_EXCEPTION = "an exception of a class defined in your code"
 
 
 def exception_name(error_type: str | None) -> str:
     """``error_type`` when it is a builtin or torch exception, else fixed words."""
-    return error_type if error_type in KNOWN_EXCEPTIONS else FOREIGN_EXCEPTION
+    return error_type if error_type in known_exceptions() else FOREIGN_EXCEPTION
 
 
 # torch's own shape errors, recognised (never quoted): each kind has a fixed
@@ -114,8 +115,10 @@ def _shape_symbols(expected: Sequence[int], submitted: Sequence[int]) -> tuple[s
     return show(expected), show(submitted)
 
 
-def _first_shape_mismatch(mine: object, theirs: object, where: tuple[str, ...]) -> tuple[tuple[str, ...], torch.Size,
-                                                                                          torch.Size] | None:
+def _first_shape_mismatch(mine: object, theirs: object,
+                          where: tuple[str, ...]) -> tuple[tuple[str, ...], tuple, tuple] | None:
+    import torch
+
     if type(theirs) is torch.Tensor:
         if type(mine) is torch.Tensor and mine.shape != theirs.shape:
             return where, theirs.shape, mine.shape
