@@ -306,3 +306,15 @@ def memory_limit(limits: object | None) -> Text:
     memory_mb = getattr(limits, "memory_mb", None)
     limit = f" {memory_mb} MiB" if memory_mb else ""
     return Text(en=f"used more than{limit}, the course's memory limit", zh=f"内存使用超过课程限制{limit}")
+
+
+def beyond_status(status: str, reason: str) -> str:
+    """``reason`` without what the status already says ("not submitted:
+    not submitted" is said once): "" when it adds nothing."""
+    words = status_text(status).en
+    if reason.strip().lower() in (words, status):
+        return ""
+    for prefix in (f"{words}: ", f"{status}: "):
+        if reason.lower().startswith(prefix):
+            return reason[len(prefix):]
+    return reason

@@ -10,7 +10,7 @@ from pathlib import Path
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from grader.course import Course
-from grader.feedback import STATUSES, status_text
+from grader.feedback import STATUSES, beyond_status, status_text
 from grader.gradebook import Record
 from grader.report import plots, svg
 from grader.report.feedback import exercise_feedback, instructor_details
@@ -25,6 +25,7 @@ def environment() -> Environment:
     env = Environment(loader=PackageLoader("grader.report", "templates"), autoescape=select_autoescape(["html"]))
     env.filters["pct"] = lambda x: f"{100 * x:.0f}%"
     env.filters["pts"] = lambda x: f"{x:.2f}".rstrip("0").rstrip(".")
+    env.filters["beyond_status"] = lambda record: beyond_status(record.status, record.reason)
     # An exam question's {size}: each student saw their own number there.
     env.filters["placeholders"] = lambda text: re.sub(r"\{(\w+)\}", "⟨\\1⟩", text)
     return env

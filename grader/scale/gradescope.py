@@ -25,7 +25,7 @@ from pathlib import Path
 import yaml
 
 from grader.course import Course, Exercise
-from grader.feedback import status_text
+from grader.feedback import beyond_status, status_text
 from grader.gradebook import Record
 
 CARRIED = ("pyproject.toml", "coursekit", "grader", "solutions", "exercises")
@@ -133,7 +133,7 @@ def _check_output(course: Course, verdict: dict) -> str:
 def exercise_note(folder: str, status: str, reason: str) -> str:
     """One line per exercise that was not graded normally: its status in
     both languages, then the cause when it adds something."""
-    words = status_text(status)
+    words, reason = status_text(status), beyond_status(status, reason)
     return f"{folder}: {words.en} / {words.zh}" + (f": {reason}" if reason else "")
 
 
