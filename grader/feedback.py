@@ -17,6 +17,7 @@ import functools
 import re
 import signal
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from grader.course import Text
 
@@ -35,6 +36,13 @@ STATUSES: dict[str, Text] = {
     "output_limit": Text(en="printed too much", zh="输出过多"),
     "protocol_error": Text(en="returned something that is not plain data", zh="返回了非普通数据"),
 }
+
+
+class Phrase(NamedTuple):
+    """A piece of feedback in both languages (may be empty, unlike Text)."""
+
+    en: str
+    zh: str
 
 
 def status_text(status: str) -> Text:
@@ -238,10 +246,13 @@ def signal_name(number: int) -> str:
 _SIGNAL = re.compile(r"killed by signal (\d+)")
 _EXIT = re.compile(r"^exited \(code (\d+)\)")
 _IMPORT_RAISED = re.compile(r"^importing \w+\.py raised (\w+)")
+# The child's text when Python raised SyntaxError at import, although the
+# source parses here: a module it imports, or a SyntaxError raised by hand.
+_IMPORT_SYNTAX = re.compile(r"^\w+\.py has a syntax error")
 
 
-def run_cause(status: str, raw_reason: str, *, limits: object | None, where: Text,
-              syntax_error: tuple[int, int] | None, module: str) -> Text:
+def run_cause(status: str, raw_reason: str, *, limits: object | None, where: Phrase,
+              syntax_error: tuple[int, int] | None, module: str) -> Phrase:
     """Why a run broke, in fixed words: the course's limit where one was hit.
 
     ``raw_reason`` is the sandbox's own description; only its head (before
@@ -254,58 +265,60 @@ def run_cause(status: str, raw_reason: str, *, limits: object | None, where: Tex
         if syntax_error is not None:
             line, column = syntax_error
             if line == 0:
-                return Text(en=f"{module} cannot be read as Python source (its encoding or a NUL byte)",
+                return Phrase(en=f"{module} cannot be read as Python source (its encoding or a NUL byte)",
                             zh=f"{module} 无法作为 Python 源码读取（编码或含 NUL 字节）")
-            return Text(en=f"{module} has a syntax error on line {line}, column {column} "
+            return Phrase(en=f"{module} has a syntax error on line {line}, column {column} "
                            f"(run `python -m py_compile {module}` for Python's message)",
                         zh=f"{module} 第 {line} 行第 {column} 列有语法错误（运行 `python -m py_compile {module}` "
                            f"查看 Python 的提示）")
         raised = _IMPORT_RAISED.match(raw_reason)
-        name = exception_name(raised.group(1)) if raised else FOREIGN_EXCEPTION
+        if raised is None and not _IMPORT_SYNTAX.match(raw_reason):
+            return Phrase(en=f"{module} could not be imported", zh=f"无法导入 {module}")
+        name = exception_name(raised.group(1)) if raised else "SyntaxError"
         if name == FOREIGN_EXCEPTION:
-            return Text(en=f"importing {module} raised {FOREIGN_EXCEPTION}",
+            return Phrase(en=f"importing {module} raised {FOREIGN_EXCEPTION}",
                         zh=f"导入 {module} 时抛出了你代码中定义的异常类")
-        return Text(en=f"importing {module} raised {name} (the error's text is not shown: run your module's "
+        return Phrase(en=f"importing {module} raised {name} (the error's text is not shown: run your module's "
                        f"public tests to see it)",
                     zh=f"导入 {module} 时抛出 {name}（不显示错误信息：运行公开测试查看）")
     if status == "timeout":
         cpu_s = getattr(limits, "cpu_s", None)
         if "CPU time" in head and cpu_s:
-            return Text(en=f"used more than {cpu_s:g} s of CPU time (the course's limit){where.en}",
+            return Phrase(en=f"used more than {cpu_s:g} s of CPU time (the course's limit){where.en}",
                         zh=f"CPU 时间超过课程限制 {cpu_s:g} 秒{where.zh}")
         seconds = f" after {timeout_s:g} s (the course's limit)" if timeout_s else ""
-        return Text(en=f"timed out{seconds}{where.en}",
+        return Phrase(en=f"timed out{seconds}{where.en}",
                     zh=f"运行超时{f'（课程限制 {timeout_s:g} 秒）' if timeout_s else ''}{where.zh}")
     if status == "memory":
         memory_mb = getattr(limits, "memory_mb", None)
         limit = f" {memory_mb} MiB" if memory_mb else ""
-        return Text(en=f"used more than{limit}, the course's memory limit{where.en}",
+        return Phrase(en=f"used more than{limit}, the course's memory limit{where.en}",
                     zh=f"内存使用超过课程限制{limit}{where.zh}")
     if status == "output_limit":
         kib = getattr(limits, "output_limit_kb", None)
-        return Text(en=f"printed more than {kib} KiB (the course's limit on printed output){where.en}",
+        return Phrase(en=f"printed more than {kib} KiB (the course's limit on printed output){where.en}",
                     zh=f"打印输出超过课程限制 {kib} KiB{where.zh}")
     if status == "protocol_error":
-        return Text(en=f"sent back something that is not plain data{where.en}",
+        return Phrase(en=f"sent back something that is not plain data{where.en}",
                     zh=f"返回了非普通数据{where.zh}")
     if head.startswith("the sandbox failed"):
-        return Text(en=f"the sandbox failed{where.en}", zh=f"沙箱运行失败{where.zh}")
+        return Phrase(en=f"the sandbox failed{where.en}", zh=f"沙箱运行失败{where.zh}")
     if (killed := _SIGNAL.search(head)) is not None:
         number = int(killed.group(1))
-        return Text(en=f"killed by signal {number} ({signal_name(number)}){where.en}",
+        return Phrase(en=f"killed by signal {number} ({signal_name(number)}){where.en}",
                     zh=f"被信号 {number}（{signal_name(number)}）终止{where.zh}")
     if (exited := _EXIT.match(head)) is not None:
-        return Text(en=f"exited (code {exited.group(1)}){where.en} before finishing",
+        return Phrase(en=f"exited (code {exited.group(1)}){where.en} before finishing",
                     zh=f"在完成前退出（退出码 {exited.group(1)}）{where.zh}")
-    return Text(en=f"ended before finishing{where.en}", zh=f"在完成前意外结束{where.zh}")
+    return Phrase(en=f"ended before finishing{where.en}", zh=f"在完成前意外结束{where.zh}")
 
 
-def memory_limit(limits: object | None) -> Text:
+def memory_limit(limits: object | None) -> Phrase:
     """What a call that ran out of memory gets: the course's limit, not
     PyTorch's allocation error."""
     memory_mb = getattr(limits, "memory_mb", None)
     limit = f" {memory_mb} MiB" if memory_mb else ""
-    return Text(en=f"used more than{limit}, the course's memory limit", zh=f"内存使用超过课程限制{limit}")
+    return Phrase(en=f"used more than{limit}, the course's memory limit", zh=f"内存使用超过课程限制{limit}")
 
 
 def beyond_status(status: str, reason: str) -> str:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from grader.checks import Check, CheckPlan, checks_for, figures_for, pick
 from grader.course import REPO_ROOT, Course, Exercise, Text
-from grader.feedback import (both, exception_name, memory_limit, missing_names, run_cause, shape_detail,
+from grader.feedback import (Phrase, both, exception_name, memory_limit, missing_names, run_cause, shape_detail,
                              shape_error_kind, syntax_error_at)
 from grader.pitfalls import load_variants
 from grader.sandbox import CallResult, RunResult, Sandbox
@@ -441,17 +441,17 @@ def _not_started(verdicts: list[Verdict]) -> bool:
 _CALL = re.compile(r"(?:during call|^call) (\d+)")
 
 
-def _where(run: RunResult, plan: CheckPlan, exercise: Exercise) -> Text:
+def _where(run: RunResult, plan: CheckPlan, exercise: Exercise) -> Phrase:
     """Where in the run it broke: importing, or the check whose call was
     running (by its public id, never the internal probe)."""
     head = run.reason.split(": ", 1)[0]  # the sandbox's own fixed words
     if "while importing" in head or "while starting" in head or run.status == "import_error":
-        return Text(en=f" while importing {exercise.module}", zh=f"（导入 {exercise.module} 时）")
+        return Phrase(en=f" while importing {exercise.module}", zh=f"（导入 {exercise.module} 时）")
     match = _CALL.search(head)
     index = int(match.group(1)) - 1 if match else len(run.calls)
     owner = next((check_id for check_id, calls in plan.slices.items() if calls.start <= index < calls.stop), None)
     if owner is None:
-        return Text(en=" while drawing a feedback figure", zh="（绘制反馈图时）") if index < len(plan.calls) \
-            else Text(en="", zh="")
-    return Text(en=f" during call {index + 1} of {len(plan.calls)}, in check {owner}",
+        return Phrase(en=" while drawing a feedback figure", zh="（绘制反馈图时）") if index < len(plan.calls) \
+            else Phrase(en="", zh="")
+    return Phrase(en=f" during call {index + 1} of {len(plan.calls)}, in check {owner}",
                 zh=f"（第 {index + 1}/{len(plan.calls)} 次调用，检查 {owner}）")
