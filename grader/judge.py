@@ -8,7 +8,16 @@ only: nothing the child prints, writes or exits with can change them.
 When a check fails, the same calls' results of every pitfall variant of the
 exercise (the reference with one known mistake, run once and cached) are
 compared with the submission's: a variant that fails in exactly the same way
-*confirms* its pitfall, and that hint is shown first.
+*confirms* its pitfall, and that hint is shown first. Without a confirmed
+one, a pitfall the check declares is *possible* only when its variant fails
+the check with the same signature (grader/failures.py), at most two.
+
+Feedback is fixed words (grader/feedback.py): no error message, exception
+class name of the submission's own, printed output or warning reaches a
+verdict's student-facing fields. A cause that broke the run (syntax error,
+import error, missing name, timeout, memory, crash) is said once, in the
+result's ``reason``, with the course's limit; the raw texts stay in
+``instructor_detail`` / ``detail``.
 """
 from __future__ import annotations
 
@@ -21,18 +30,15 @@ from pathlib import Path
 
 from grader.checks import Check, CheckPlan, checks_for, figures_for, pick
 from grader.course import REPO_ROOT, Course, Exercise, Text
-from grader.feedback import (Phrase, both, exception_name, memory_limit, missing_names, run_cause, shape_detail,
-                             shape_error_kind, syntax_error_at)
+from grader.failures import DETAIL_LIMIT, NOT_RUN, Failure, disagrees, fails_alike, first_failure
+from grader.feedback import Phrase, both, missing_names, run_cause, syntax_error_at
 from grader.pitfalls import load_variants
 from grader.sandbox import CallResult, RunResult, Sandbox
 from grader.submissions import assemble
 
 
-NOT_IMPLEMENTED = "not implemented yet"
-NOT_RUN = "could not run (see the exercise's note)"
 # At most this many unconfirmed pitfalls are offered per failed check.
 MAX_POSSIBLE = 2
-DETAIL_LIMIT = 300
 
 
 class GraderError(Exception):
@@ -88,107 +94,6 @@ class ExerciseResult:
 def _check_points(exercise: Exercise, checks: list[Check]) -> dict[str, float]:
     total = sum(c.weight for c in checks)
     return {c.id: exercise.points * c.weight / total for c in checks}
-
-
-@dataclass(frozen=True)
-class Failure:
-    """Why a check failed: ``kind`` is its signature (compared with the
-    variants'), ``reason`` the fixed text shown, ``detail`` the raw error."""
-
-    kind: str
-    reason: str
-    detail: str = ""
-
-
-_OOM_TEXT = ("can't allocate memory", "DefaultCPUAllocator", "out of memory")
-
-
-def _raised(call: CallResult, limits: object | None) -> Failure:
-    """A call that raised, in fixed words: the exception's name only when it
-    is a builtin or torch one; a shape error by its kind; memory by the limit."""
-    error_type, error = call.error_type, call.error or ""
-    detail = " ".join(f"{error_type}: {error}".split())[:DETAIL_LIMIT]
-    if error_type == "NotImplementedError":
-        return Failure("not_implemented", NOT_IMPLEMENTED, detail)
-    if error_type in ("MemoryError", "OutOfMemoryError") or (
-            error_type == "RuntimeError" and any(text in error for text in _OOM_TEXT)):
-        return Failure("memory", memory_limit(limits).en, detail)
-    if error_type == "ProtocolError":
-        return Failure("protocol", "returned something that is not plain data", detail)
-    if (shape := shape_error_kind(error_type, error)) is not None:
-        return Failure(f"shape error ({shape[0]})", shape[1], detail)
-    name = exception_name(error_type)
-    return Failure(f"raised {name}", f"raised {name}", detail)
-
-
-def _first_failure(check: Check, calls: slice, run: RunResult, expected: RunResult,
-                   limits: object | None = None) -> Failure | None:
-    """None if ``run`` agrees with ``expected`` on every call of ``check``,
-    else the first failure. The error text stays in ``detail``: it may
-    quote hidden inputs."""
-    for index in range(calls.start, calls.stop):
-        call = run.calls[index] if index < len(run.calls) else None
-        if call is None:
-            return Failure("not_run", NOT_RUN)
-        if not call.ok:
-            return _raised(call, limits)
-        if (reason := _compare(check, call.value, expected.calls[index].value)) is not None:
-            if reason.startswith("wrong shape") and (shapes := _shape_detail(call.value, expected.calls[index].value)):
-                return Failure(reason, f"{reason}: {shapes}")
-            return Failure(reason, reason)
-    return None
-
-
-def _shape_detail(submitted: object, expected: object) -> str | None:
-    try:
-        return shape_detail(submitted, expected)
-    except Exception:  # noqa: BLE001 - plain data of any form comes back from the sandbox
-        return None
-
-
-_PATH_RE = re.compile(r"(/[^\s'\":]+)+")
-
-
-def _without_paths(text: str | None) -> str:
-    """An error message with file paths blanked (the variant and the
-    submission live in different folders)."""
-    return _PATH_RE.sub("<path>", text or "")
-
-
-def _compare(check: Check, submitted: object, expected: object) -> str | None:
-    """``check.compare``, which must never take the grader down: a result of
-    a shape no compare foresaw is a failed check, not a crash."""
-    try:
-        return check.compare(submitted, expected)
-    except Exception:  # noqa: BLE001 - plain data of any form comes back from the sandbox
-        return "returned a result of an unexpected form"
-
-
-def _agrees(check: Check, calls: slice, run: RunResult, expected: RunResult) -> str | None:
-    failure = _first_failure(check, calls, run, expected)
-    return None if failure is None else failure.kind
-
-
-def _fails_alike(check: Check, calls: slice, submission: RunResult, variant: RunResult) -> bool:
-    """The variant's results on this check are indistinguishable from the
-    submission's: same errors where either raised, equal values elsewhere."""
-    for index in range(calls.start, calls.stop):
-        mine = submission.calls[index] if index < len(submission.calls) else None
-        theirs = variant.calls[index] if index < len(variant.calls) else None
-        if mine is None or theirs is None:
-            if (mine is None) != (theirs is None):
-                return False
-            continue
-        if mine.ok != theirs.ok:
-            return False
-        if not mine.ok:
-            # Same hidden inputs, same bug: the same error, message included
-            # (an error type alone would confirm unrelated mistakes).
-            if (mine.error_type, _without_paths(mine.error)) != (theirs.error_type, _without_paths(theirs.error)):
-                return False
-        elif _compare(check, mine.value, theirs.value) is not None:
-            return False
-    return True
 
 
 # At least one of these must hold, or a submission could read the references
@@ -336,7 +241,7 @@ class Judge:
         missing = self._missing_names(exercise, source)
         for check in plan.checks:
             calls = plan.slices[check.id]
-            failure = _first_failure(check, calls, run, expected, limits)
+            failure = first_failure(check, calls, run, expected, limits)
             unmet = [r for r in check.requires if r not in passed]
             if failure is None and unmet:
                 verdicts.append(Verdict(check.id, False, 0.0, points[check.id], check.message,
@@ -355,6 +260,7 @@ class Judge:
             confirmed, possible = self._suspects(exercise, check, calls, run, expected, failure, workdir)
             verdicts.append(Verdict(check.id, False, 0.0, points[check.id], check.message, failure.reason,
                                     [*confirmed, *possible], confirmed, possible, failure.kind, failure.detail))
+        _explain_by_confirmed(verdicts)
         figures = _figures(plan, run, expected)
         cause = self._cause(exercise, plan, run, limits, source, missing)
         if run.status == "ok":
@@ -372,12 +278,14 @@ class Judge:
         the same exception. At most :data:`MAX_POSSIBLE`."""
         variants = self.variant_results(exercise, workdir)
         confirmed = [pitfall_id for pitfall_id, variant in variants.items()
-                     if _agrees(check, calls, variant, expected) is not None
-                     and _fails_alike(check, calls, run, variant)]
+                     if disagrees(check, calls, variant, expected) is not None
+                     and fails_alike(check, calls, run, variant)]
         candidates = list(check.pitfalls)
         if failure.detail:  # it raised: pitfalls whose known error messages match say something too
             candidates += [p.id for p in exercise.pitfalls if self._error_matches(p.id, failure.detail)]
-        possible = []
+        possible: list[str] = []
+        if confirmed:  # a confirmed pitfall explains the failure; guesses beside it would be noise
+            return confirmed, possible
         for pitfall_id in dict.fromkeys(candidates):
             if pitfall_id in confirmed or len(possible) >= MAX_POSSIBLE:
                 continue
@@ -386,7 +294,7 @@ class Judge:
                 if failure.detail and self._error_matches(pitfall_id, failure.detail):
                     possible.append(pitfall_id)
                 continue
-            theirs = _first_failure(check, calls, variant, expected)
+            theirs = first_failure(check, calls, variant, expected)
             if theirs is not None and theirs.kind == failure.kind:
                 possible.append(pitfall_id)
         return confirmed, possible
@@ -415,6 +323,16 @@ class Judge:
         cause = run_cause(run.status, run.reason, limits=limits, where=where, syntax_error=syntax,
                           module=exercise.module)
         return both(cause.en, cause.zh)
+
+
+def _explain_by_confirmed(verdicts: list[Verdict]) -> None:
+    """A check that one of the exercise's confirmed pitfalls might explain
+    keeps only that one as possible: one mistake, named once, not a list."""
+    confirmed = {p for v in verdicts for p in v.confirmed}
+    for verdict in verdicts:
+        if explained := [p for p in verdict.possible if p in confirmed]:
+            verdict.possible = explained
+            verdict.pitfalls = [*verdict.confirmed, *explained]
 
 
 # Failures that point at no mistake: a hint would be noise.

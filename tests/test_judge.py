@@ -196,6 +196,8 @@ def test_a_two_mistake_submission_gets_each_mistake_once_where_it_shows(course, 
     # The NaN variant fails that check another way (NaN, not wrong values): not offered.
     assert "softmax-all-masked-nan" not in blocked.pitfalls
     assert all(len(v.possible) <= 2 for v in failed.values())
+    # Where a confirmed mistake can explain a failure, it is the only one offered there.
+    assert not failed["03-random-shapes"].possible and failed["03-gradients"].possible == ["missing-scale"]
     with Gradebook(tmp_path / "grades.db") as book:
         key = Key("two", "03", "h", course.course.version)
         book.record(key, points=result.points, max_points=result.max_points, status=result.status,
