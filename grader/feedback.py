@@ -157,17 +157,39 @@ def shape_detail(submitted: object, expected: object) -> str | None:
 
 # --- the submitted source, parsed here ---------------------------------------
 
-def syntax_error_at(source: bytes, filename: str) -> tuple[int, int] | None:
-    """(line, column) of the first syntax error in ``source``, or None if it
-    parses. Parsing runs no code; a source Python cannot even decode (a bad
-    coding cookie, NUL bytes) is reported at (0, 0)."""
+class SourceProblem(NamedTuple):
+    """Why a submitted module is not valid Python, found by parsing it here."""
+
+    kind: str          # "syntax", "encoding" or "null"
+    line: int = 0
+    column: int = 0
+    byte: int = -1     # the first byte that is not UTF-8 ("encoding")
+
+
+def source_problem(source: bytes, filename: str) -> SourceProblem | None:
+    """Why ``source`` does not parse, or None if it does. Parsing runs no
+    code; everything reported is a fact of the file the student wrote."""
+    if b"\0" in source:
+        return SourceProblem("null", source[: source.index(b"\0")].count(b"\n") + 1)
     try:
         compile(source, filename, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
     except SyntaxError as exc:
-        return exc.lineno or 0, exc.offset or 0
+        if "codec can't decode" in str(exc.msg) and not _has_cookie(source):
+            try:
+                source.decode("utf-8")
+            except UnicodeDecodeError as bad:
+                return SourceProblem("encoding", source[: bad.start].count(b"\n") + 1, byte=source[bad.start])
+        return SourceProblem("syntax", exc.lineno or 0, exc.offset or 0)
     except (ValueError, RecursionError, MemoryError, UnicodeError, LookupError):
-        return 0, 0
+        return SourceProblem("syntax")
     return None
+
+
+_COOKIE = re.compile(rb"^[ \t\f]*#.*?coding[:=][ \t]*([-\w.]+)")
+
+
+def _has_cookie(source: bytes) -> bool:
+    return any(_COOKIE.match(line) for line in source.splitlines()[:2])
 
 
 def _bound_names(node: ast.AST) -> set[str]:
@@ -252,7 +274,7 @@ _IMPORT_SYNTAX = re.compile(r"^\w+\.py has a syntax error")
 
 
 def run_cause(status: str, raw_reason: str, *, limits: object | None, where: Phrase,
-              syntax_error: tuple[int, int] | None, module: str) -> Phrase:
+              problem: SourceProblem | None, module: str) -> Phrase:
     """Why a run broke, in fixed words: the course's limit where one was hit.
 
     ``raw_reason`` is the sandbox's own description; only its head (before
@@ -262,15 +284,8 @@ def run_cause(status: str, raw_reason: str, *, limits: object | None, where: Phr
     head = raw_reason.split(": ", 1)[0]
     timeout_s = getattr(limits, "timeout_s", None)
     if status == "import_error":
-        if syntax_error is not None:
-            line, column = syntax_error
-            if line == 0:
-                return Phrase(en=f"{module} cannot be read as Python source (its encoding or a NUL byte)",
-                            zh=f"{module} 无法作为 Python 源码读取（编码或含 NUL 字节）")
-            return Phrase(en=f"{module} has a syntax error on line {line}, column {column} "
-                           f"(run `python -m py_compile {module}` for Python's message)",
-                        zh=f"{module} 第 {line} 行第 {column} 列有语法错误（运行 `python -m py_compile {module}` "
-                           f"查看 Python 的提示）")
+        if problem is not None:
+            return _source_problem_text(problem, module)
         raised = _IMPORT_RAISED.match(raw_reason)
         if raised is None and not _IMPORT_SYNTAX.match(raw_reason):
             return Phrase(en=f"{module} could not be imported", zh=f"无法导入 {module}")
@@ -311,6 +326,22 @@ def run_cause(status: str, raw_reason: str, *, limits: object | None, where: Phr
         return Phrase(en=f"exited (code {exited.group(1)}){where.en} before finishing",
                     zh=f"在完成前退出（退出码 {exited.group(1)}）{where.zh}")
     return Phrase(en=f"ended before finishing{where.en}", zh=f"在完成前意外结束{where.zh}")
+
+
+def _source_problem_text(problem: SourceProblem, module: str) -> Phrase:
+    if problem.kind == "null":
+        return Phrase(en=f"{module} contains null bytes (line {problem.line}), which Python source cannot hold",
+                      zh=f"{module} 含有空字节（第 {problem.line} 行），Python 源码不能包含空字节")
+    if problem.kind == "encoding":
+        return Phrase(en=f"{module} is not UTF-8 text: can't decode byte 0x{problem.byte:02x} on line {problem.line} "
+                         f"(save the file as UTF-8)",
+                      zh=f"{module} 不是 UTF-8 文本：第 {problem.line} 行的字节 0x{problem.byte:02x} 无法解码（请以 UTF-8 保存）")
+    if problem.line == 0:
+        return Phrase(en=f"{module} cannot be read as Python source", zh=f"{module} 无法作为 Python 源码读取")
+    return Phrase(en=f"{module} has a syntax error on line {problem.line}, column {problem.column} "
+                     f"(run `python -m py_compile {module}` for Python's message)",
+                  zh=f"{module} 第 {problem.line} 行第 {problem.column} 列有语法错误（运行 `python -m py_compile "
+                     f"{module}` 查看 Python 的提示）")
 
 
 def memory_limit(limits: object | None) -> Phrase:

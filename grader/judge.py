@@ -31,7 +31,7 @@ from pathlib import Path
 from grader.checks import Check, CheckPlan, checks_for, figures_for, pick
 from grader.course import REPO_ROOT, Course, Exercise, Text
 from grader.failures import DETAIL_LIMIT, NOT_RUN, Failure, disagrees, fails_alike, first_failure
-from grader.feedback import Phrase, both, missing_names, run_cause, syntax_error_at
+from grader.feedback import Phrase, both, missing_names, run_cause, source_problem
 from grader.pitfalls import load_variants
 from grader.sandbox import CallResult, RunResult, Sandbox
 from grader.submissions import assemble
@@ -318,9 +318,9 @@ class Judge:
                             f"the checks that need it could not run",
                             f"{exercise.module} 的顶层没有定义 {names}（检查名字的拼写）；需要它的检查无法运行")
             return ""
-        syntax = syntax_error_at(source, exercise.module) if source is not None else None
+        problem = source_problem(source, exercise.module) if source is not None else None
         where = _where(run, plan, exercise)
-        cause = run_cause(run.status, run.reason, limits=limits, where=where, syntax_error=syntax,
+        cause = run_cause(run.status, run.reason, limits=limits, where=where, problem=problem,
                           module=exercise.module)
         return both(cause.en, cause.zh)
 

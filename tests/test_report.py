@@ -183,3 +183,33 @@ def test_raw_errors_are_for_the_instructor_only(records, tmp_path, course):
     errors = (tmp_path / "report" / "errors.html").read_text(encoding="utf-8")
     assert LEAK in errors and "\x1b" not in errors and "\\x1b[2J" in errors  # escape bytes shown, not sent
     assert "raised ValueError" in (tmp_path / "report" / "students" / "carol.html").read_text(encoding="utf-8")
+
+
+def test_source_problems_are_found_by_parsing_never_by_running():
+    from grader.feedback import source_problem
+
+    assert source_problem(b"def softmax(x, dim=-1):\n    return x\n", "softmax.py") is None
+    assert source_problem(b"import os\ndef f(:\n", "softmax.py")[:3] == ("syntax", 2, 7)
+    assert source_problem(b'x = 1\nNAME = "caf\xe9"\n', "softmax.py")[:2] == ("encoding", 2)
+    assert source_problem(b"x = 1\0\n", "softmax.py")[:2] == ("null", 1)
+    # A cookie Python honours is no encoding problem; parsing never imports or runs the module.
+    assert source_problem(b'# coding: latin-1\nx = "\xe9"\nraise SystemExit(1)\n', "softmax.py") is None
+
+
+def test_a_student_defined_exception_class_is_never_named():
+    from grader.feedback import FOREIGN_EXCEPTION, exception_name
+
+    assert exception_name("ValueError") == "ValueError" and exception_name("OutOfMemoryError") == "OutOfMemoryError"
+    assert exception_name("Leak_0_4375") == FOREIGN_EXCEPTION and exception_name(None) == FOREIGN_EXCEPTION
+
+
+def test_missing_names_come_from_the_stub_and_are_unknown_when_the_module_is_dynamic():
+    from grader.feedback import missing_names
+
+    stub = b"def softmax(x, dim=-1):\n    raise NotImplementedError\n\n\ndef _helper():\n    pass\n"
+    assert missing_names(b"def softmx(x, dim=-1):\n    return x\n", stub) == ["softmax"]
+    assert missing_names(b"from torch import softmax\n", stub) == []
+    assert missing_names(b"if True:\n    softmax = len\n", stub) == []
+    # A module __getattr__ or a star import: names cannot be known without running it.
+    assert missing_names(b"def __getattr__(name):\n    raise AttributeError(name)\n", stub) == []
+    assert missing_names(b"from math import *\n", stub) == []
