@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from grader.gradebook import Record
 
 # Failures that say nothing of their own: the exercise's cause explains them.
-NOT_RUN_KINDS = ("not_run", "missing_name")
+NOT_RUN_KINDS = ("not_run", "missing_name", "memory")
 MAX_POSSIBLE = 2
 DETAIL_SHOWN = 300
 MAX_DETAIL_ROWS = 1000
