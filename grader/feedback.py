@@ -80,7 +80,7 @@ def exception_name(error_type: str | None) -> str:
 # explanation. A submission can raise a look-alike; it then gets this text.
 SHAPE_ERRORS: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ("matmul", re.compile(r"shapes cannot be multiplied|Expected size for first two dimensions of batch2"
-                          r"|size mismatch|must match the size of tensor .* at non-singleton dimension 1?\b"
+                          r"|size mismatch"
                           r"|Expected .*batch1.*batch2|inconsistent tensor size"),
      "a shape error in a product: the inner sizes of the two tensors do not fit"),
     ("broadcast", re.compile(r"must match the size of tensor|The expanded size of the tensor|"

@@ -213,3 +213,30 @@ def test_missing_names_come_from_the_stub_and_are_unknown_when_the_module_is_dyn
     # A module __getattr__ or a star import: names cannot be known without running it.
     assert missing_names(b"def __getattr__(name):\n    raise AttributeError(name)\n", stub) == []
     assert missing_names(b"from math import *\n", stub) == []
+
+
+def test_torch_shape_errors_are_told_by_kind_and_their_numbers_are_not_copied():
+    import torch
+
+    from grader.feedback import shape_error_kind
+
+    def error_of(operation) -> tuple[str, str]:
+        try:
+            operation()
+        except Exception as exc:  # noqa: BLE001 - torch's own errors, captured to classify
+            return type(exc).__name__, str(exc)
+        raise AssertionError("no error")
+
+    a, b = torch.ones(2, 3, 4), torch.ones(2, 5, 6)
+    cases = {"matmul": [lambda: a @ b, lambda: torch.bmm(a, b), lambda: torch.ones(3, 4) @ torch.ones(5, 6)],
+             "broadcast": [lambda: a + torch.ones(2, 7, 4)],
+             "view": [lambda: a.view(5, 5)],
+             "dim": [lambda: a.transpose(0, 5)]}
+    for kind, operations in cases.items():
+        for operation in operations:
+            error_type, message = error_of(operation)
+            found = shape_error_kind(error_type, message)
+            assert found is not None and found[0] == kind, (kind, message)
+            assert not any(ch.isdigit() for ch in found[1])  # fixed words: no size is copied
+    assert shape_error_kind("RuntimeError", "something else entirely") is None
+    assert shape_error_kind("Leak_1", "mat1 and mat2 shapes cannot be multiplied") is None
