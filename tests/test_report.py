@@ -88,7 +88,8 @@ def test_pages_show_hints_and_escape_what_students_control(records, tmp_path, co
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (.ci/run installs it)")
 def test_pages_render_in_chromium_without_console_errors(records, tmp_path, course):
     index = write_html_report(course, records, tmp_path / "report")
-    for page in (index, tmp_path / "report" / "students" / "bob.html"):
+    for page in (index, tmp_path / "report" / "students" / "bob.html", tmp_path / "report" / "students" / "carol.html",
+                 tmp_path / "report" / "errors.html"):
         render(page, tmp_path)
 
 
