@@ -49,7 +49,7 @@ def records(tmp_path, course):
         book.record(Key("carol", "01", "h5", version), points=0, max_points=10, status="graded", reason="",
                     verdicts=[_verdict("01-a", False, 0, 5, kind="raised ValueError", reason="raised ValueError",
                                        detail=f"ValueError: \x1b[2J{LEAK}"),
-                              _verdict("01-b", False, 0, 5, ["softmax-overflow", "softmax-no-keepdim",
+                              _verdict("01-b", False, 0, 5, ["softmax-overflow", "softmax-dim0",
                                                               "softmax-wrong-dim"])])
         return list(book.records(version))
 
@@ -170,7 +170,7 @@ def test_confirmed_mistakes_come_first_and_possible_ones_are_marked_and_at_most_
     html = (tmp_path / "report" / "students" / "carol.html").read_text(encoding="utf-8")
     # Three unconfirmed pitfalls were recorded; the page offers two, each marked "possibly".
     possible = re.findall(r'<div class="hint possible"><span class="id">possibly · 可能 \[([\w-]+)\]', html)
-    assert len(possible) == 2 and set(possible) < {"softmax-overflow", "softmax-no-keepdim", "softmax-wrong-dim"}
+    assert len(possible) == 2 and set(possible) < {"softmax-overflow", "softmax-dim0", "softmax-wrong-dim"}
     assert 'class="hint confirmed"' not in html
     bob = (tmp_path / "report" / "students" / "bob.html").read_text(encoding="utf-8")
     assert bob.index('class="hint confirmed"') < bob.index('class="check"')
@@ -241,3 +241,18 @@ def test_torch_shape_errors_are_told_by_kind_and_their_numbers_are_not_copied():
             assert not any(ch.isdigit() for ch in found[1])  # fixed words: no size is copied
     assert shape_error_kind("RuntimeError", "something else entirely") is None
     assert shape_error_kind("Leak_1", "mat1 and mat2 shapes cannot be multiplied") is None
+
+
+def test_gradescope_results_mark_possible_hints_and_carry_no_raw_error(records, course):
+    from grader.scale.gradescope import results_json
+
+    carol = [r for r in records if r.key.student == "carol"]
+    data = results_json(course, carol)
+    outputs = "\n".join(test["output"] for test in data["tests"])
+    assert LEAK not in str(data) and "raised ValueError" in outputs
+    assert outputs.count("Possibly (this mistake fails the check the same way)") == 2  # of three recorded
+    bob_timeout = [r for r in records if r.key.student == "bob" and r.key.exercise == "03"]
+    note = results_json(course, bob_timeout)["output"]
+    assert note.startswith("03_masking: timed out / 超时: timed out after 60 s") and "coursekit" not in note
+    missing = [r for r in records if r.key.student == "<script>"]
+    assert results_json(course, missing)["output"] == "01_softmax: not submitted / 未提交"

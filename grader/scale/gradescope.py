@@ -34,6 +34,7 @@ SKIPPED_PARTS = {"__pycache__", ".pytest_cache", ".ipynb_checkpoints"}
 RUNTIME_PACKAGES = ("numpy", "pyyaml", "pytest", "pydantic", "typer", "rich", "jinja2")
 TORCH_PIN = "torch==2.13.0"   # pyproject's pin; the CPU wheel index keeps CUDA out
 VISIBILITIES = ("visible", "after_published", "after_due_date", "hidden")
+MAX_POSSIBLE = 2  # unconfirmed hints per test, as on the student's page
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
 # Gradescope runs this once per submission. AUTOGRADER_ROOT / AUTOGRADER_PYTHON
@@ -118,7 +119,8 @@ def _check_output(course: Course, verdict: dict) -> str:
     if not verdict["passed"]:
         lines.append(f"Not passed / 未通过: {verdict['reason']}")
     confirmed = verdict.get("confirmed", [])
-    for pitfall_id in verdict["pitfalls"]:
+    possible = [p for p in verdict["pitfalls"] if p not in confirmed][:MAX_POSSIBLE]
+    for pitfall_id in [*confirmed, *possible]:
         try:
             hint = course.pitfall(pitfall_id).hint
         except KeyError:
