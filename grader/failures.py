@@ -10,11 +10,12 @@ the instructor only: it may quote hidden inputs.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from grader.checks import Check
-from grader.feedback import exception_name, memory_limit, shape_detail, shape_error_kind
-from grader.sandbox import CallResult, RunResult
+from grader.feedback import ShapeSymbols, exception_name, input_shapes, memory_limit, shape_detail, shape_error_kind
+from grader.sandbox import CallResult, ProbeCall, RunResult
 
 NOT_IMPLEMENTED = "not implemented yet"
 NOT_RUN = "could not run (see the exercise's note)"
@@ -53,7 +54,7 @@ def _raised(call: CallResult, limits: object | None) -> Failure:
 
 
 def first_failure(check: Check, calls: slice, run: RunResult, expected: RunResult,
-                   limits: object | None = None) -> Failure | None:
+                   limits: object | None = None, inputs: Sequence[ProbeCall] = ()) -> Failure | None:
     """None if ``run`` agrees with ``expected`` on every call of ``check``,
     else the first failure. The error text stays in ``detail``: it may
     quote hidden inputs."""
@@ -61,19 +62,26 @@ def first_failure(check: Check, calls: slice, run: RunResult, expected: RunResul
         call = run.calls[index] if index < len(run.calls) else None
         if call is None:
             return Failure("not_run", NOT_RUN)
+        kwargs = inputs[index].kwargs if index < len(inputs) else {}
         if not call.ok:
-            return _raised(call, limits)
+            failure = _raised(call, limits)
+            if failure.kind.startswith("shape error") and (given := _safely(input_shapes, kwargs, ShapeSymbols())):
+                return Failure(failure.kind, f"{failure.reason} (inputs {given})", failure.detail)
+            return failure
         if (reason := _compare(check, call.value, expected.calls[index].value)) is not None:
-            if reason.startswith("wrong shape") and (shapes := _shape_detail(call.value, expected.calls[index].value)):
+            if reason.startswith("wrong shape") and (
+                    shapes := _safely(shape_detail, call.value, expected.calls[index].value, kwargs)):
                 return Failure(reason, f"{reason}: {shapes}")
             return Failure(reason, reason)
     return None
 
 
-def _shape_detail(submitted: object, expected: object) -> str | None:
+def _safely(describe, *args) -> str | None:
+    """A shape description, or None: plain data of any form comes back from
+    the sandbox, and describing it must never take the grader down."""
     try:
-        return shape_detail(submitted, expected)
-    except Exception:  # noqa: BLE001 - plain data of any form comes back from the sandbox
+        return describe(*args)
+    except Exception:  # noqa: BLE001
         return None
 
 

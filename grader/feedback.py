@@ -109,18 +109,29 @@ def shape_error_kind(error_type: str | None, error: str | None) -> tuple[str, st
 _SYMBOLS = "abcdefghijkmnpqrstuvwxyz"
 
 
-def _shape_symbols(expected: Sequence[int], submitted: Sequence[int]) -> tuple[str, str]:
-    """Both shapes with each distinct size written as a letter (equal sizes,
-    equal letters): the structure of a mistake without the hidden sizes."""
-    letters: dict[int, str] = {}
-    for size in (*expected, *submitted):
-        letters.setdefault(size, _SYMBOLS[len(letters) % len(_SYMBOLS)])
+class ShapeSymbols:
+    """Shapes written with a letter per distinct size (equal sizes, equal
+    letters, shared by every shape one message shows): the structure of a
+    mistake without the hidden sizes."""
 
-    def show(shape: Sequence[int]) -> str:
-        inner = ", ".join(letters[s] for s in shape)
+    def __init__(self) -> None:
+        self.letters: dict[int, str] = {}
+
+    def show(self, shape: Sequence[int]) -> str:
+        for size in shape:
+            self.letters.setdefault(size, _SYMBOLS[len(self.letters) % len(_SYMBOLS)])
+        inner = ", ".join(self.letters[s] for s in shape)
         return f"({inner},)" if len(shape) == 1 else f"({inner})"
 
-    return show(expected), show(submitted)
+
+def input_shapes(kwargs: dict, symbols: ShapeSymbols) -> str:
+    """"query (a, b, c), key (a, d, c)": the tensors a hidden call passed, by
+    the probe's argument names (the grader's words), sizes as letters."""
+    import torch
+
+    shown = [f"{name} {symbols.show(tuple(value.shape))}" for name, value in kwargs.items()
+             if type(value) is torch.Tensor and value.dim() > 0]
+    return ", ".join(shown[:6])
 
 
 def _first_shape_mismatch(mine: object, theirs: object,
@@ -142,17 +153,20 @@ def _first_shape_mismatch(mine: object, theirs: object,
     return None
 
 
-def shape_detail(submitted: object, expected: object) -> str | None:
-    """"expected shape (a, b, c), yours (a, c, b)" for the first returned
-    tensor whose shape differs from the reference's, else None. Sizes are
-    letters: the hidden inputs' sizes never appear, their pattern does."""
+def shape_detail(submitted: object, expected: object, inputs: dict | None = None) -> str | None:
+    """"expected shape (a, b, c), yours (a, c, b), for inputs x (a, b, c)"
+    for the first returned tensor whose shape differs from the reference's,
+    else None. Sizes are letters: the hidden inputs' sizes never appear,
+    their pattern does."""
     found = _first_shape_mismatch(submitted, expected, ())
     if found is None:
         return None
     where, theirs, mine = found
-    expected_s, submitted_s = _shape_symbols(tuple(theirs), tuple(mine))
+    symbols = ShapeSymbols()
     place = f" of {'.'.join(where)}" if where else ""
-    return f"expected shape{place} {expected_s}, yours {submitted_s}"
+    text = f"expected shape{place} {symbols.show(tuple(theirs))}, yours {symbols.show(tuple(mine))}"
+    given = input_shapes(inputs or {}, symbols)
+    return f"{text}, for inputs {given}" if given else text
 
 
 # --- the submitted source, parsed here ---------------------------------------

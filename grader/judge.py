@@ -241,7 +241,7 @@ class Judge:
         missing = self._missing_names(exercise, source)
         for check in plan.checks:
             calls = plan.slices[check.id]
-            failure = first_failure(check, calls, run, expected, limits)
+            failure = first_failure(check, calls, run, expected, limits, plan.calls)
             unmet = [r for r in check.requires if r not in passed]
             if failure is None and unmet:
                 verdicts.append(Verdict(check.id, False, 0.0, points[check.id], check.message,

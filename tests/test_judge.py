@@ -161,13 +161,15 @@ def test_shape_errors_give_shapes_as_symbols_and_raised_ones_their_kind(course, 
     judge = Judge(course, sandbox)
     wrong_shape = "import torch\n\n\ndef softmax(x, dim=-1):\n    return torch.softmax(x, dim).unsqueeze(0)\n"
     reason = _failed(_grade(judge, course.exercise("01"), wrong_shape, tmp_path / "a"))["01-random-shapes"].reason
-    match = re.search(r"wrong shape: expected shape(?: of \w+)? \(([a-z, ]+)\), yours \(([a-z, ]+)\)", reason)
+    match = re.search(r"wrong shape: expected shape(?: of \w+)? \(([a-z, ]+)\), yours \(([a-z, ]+)\), "
+                      r"for inputs x \(([a-z, ]+)\)$", reason)
     assert match, reason  # letters only: the hidden sizes never appear
-    expected, yours = (re.findall(r"[a-z]", group) for group in match.groups())
+    expected, yours, given = (re.findall(r"[a-z]", group) for group in match.groups())
     assert len(yours) == len(expected) + 1 and yours[1:] == expected  # one extra leading dimension
+    assert given == expected  # softmax keeps its input's shape: the same letters
     product = "import torch\n\n\ndef softmax(x, dim=-1):\n    return x @ torch.ones(x.shape[-1] + 3, 2)\n"
     failed = _failed(_grade(judge, course.exercise("01"), product, tmp_path / "b"))
-    assert "a shape error in a product" in failed["01-random-shapes"].reason
+    assert re.fullmatch(r"a shape error in a product: .* \(inputs x \([a-z, ]+\)\)", failed["01-random-shapes"].reason)
     assert failed["01-random-shapes"].kind == "shape error (matmul)"
 
 
