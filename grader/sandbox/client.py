@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from grader.sandbox import policy, syscalls, wire
+from grader.sandbox import policy, runstate, syscalls, wire
 from grader.sandbox.model import CallResult, Limits, ProbeCall, RunResult
 from grader.sandbox.runstate import RunState
 
@@ -36,6 +36,9 @@ _CONTROL_TIMEOUT_S = 60.0
 # Tries to start one run when its server dies first (each on a fresh server):
 # with --jobs N, a thread's first try can meet one death and its retry the next.
 _RUN_START_TRIES = 3
+# How long a child whose result stream ended may take to become a zombie
+# before the grader counts it as alive (it closed the stream itself).
+_HANG_UP_GRACE_S = 0.5
 
 
 class _KilledAtStart(Exception):
@@ -269,13 +272,16 @@ class Sandbox:
             raise ValueError(f"the module's folder {folder} contains the repository")
         if not (folder / f"{module_name}.py").is_file():
             return RunResult("import_error", [], f"{module_name}.py is missing from {folder.name}/", "", "", 0.0)
-        request = [(c.probe, c.kwargs) for c in calls]
-        try:
-            wire.validate(request)
-        except wire.ProtocolError as exc:
-            raise ValueError(f"probe kwargs must be plain data: {exc}") from None
+        for call in calls:
+            try:
+                wire.validate(call.kwargs)
+            except wire.ProtocolError as exc:
+                raise ValueError(f"probe kwargs must be plain data: {exc}") from None
+        # Built here, sent one at a time once the child has imported the module (RunState.pump).
+        call_frames = [wire.frame({"kind": "call", "i": i}, [c.probe, c.kwargs]) for i, c in enumerate(calls)]
         self._server()
         started = time.monotonic()  # the wall clock starts once the fork-server is up
+        oom_kills = runstate.oom_kill_count()
         run_dir = Path(tempfile.mkdtemp(prefix="sandbox-run-", dir=self._scratch_root))
         if os.geteuid() == 0:  # without a mount namespace the dropped uid writes here directly
             os.chmod(run_dir, 0o711)
@@ -306,7 +312,10 @@ class Sandbox:
                 raise SandboxError(f"the fork-server could not start a run: {reply.get('error', 'it died')}")
             pid = reply["pid"]
             deadline = time.monotonic() + self.limits.timeout_s
-            state.pump(ours, wire.frame({"kind": "request"}, request), deadline=deadline)
+            state.pump(ours, call_frames, deadline=deadline)
+            if state.hung_up and not state.done:
+                # Its result stream ended early: did it die, or close it and live on?
+                state.lived_on = not _ends_within(pid, _HANG_UP_GRACE_S)
         finally:
             _close_all(child_ends)
             wait = None
@@ -325,7 +334,8 @@ class Sandbox:
             del self._waiters[run_id]
             self._sent_to.pop(run_id, None)
             shutil.rmtree(run_dir, ignore_errors=True)
-        result = state.result(wait, wall_s=time.monotonic() - started)
+        result = state.result(wait, wall_s=time.monotonic() - started,
+                              oom_kills=runstate.oom_kill_count() - oom_kills)
         if state.layers:
             self._note_layers(state.layers)
         return result
@@ -351,6 +361,23 @@ def _close_all(fds: list[int]) -> None:
             os.close(fd)
         except OSError:
             pass
+
+
+def _ends_within(pid: int, seconds: float) -> bool:
+    """Whether process ``pid`` (unreaped: the server reaps only when asked)
+    is a zombie within ``seconds``: it has ended, whatever ended it."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return True  # gone (or no /proc to ask): not alive as far as we can see
+        if state in (b"Z", b"X"):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.002)
 
 
 def _kill_group(pid: int) -> None:
