@@ -134,7 +134,8 @@ def _confine(spec: dict, layers: dict[str, str], mounted: bool, server_pid: int)
     if as_root:
         _attempt(layers, disabled, "uid_drop", limits.drop_uid, uid, gid)
     limits.die_with_parent(server_pid)  # a uid change clears it
-    _attempt(layers, disabled, "seccomp", seccomp.install)
+    if _attempt(layers, disabled, "seccomp", seccomp.install, spec["seccomp_log"]) and spec["seccomp_log"]:
+        layers["seccomp"] = f"log only ({seccomp.LOG_ENV}=1): unlisted calls are allowed and logged"
     os.environ.update(HOME=spec["scratch"], TMPDIR=spec["scratch"])
     os.chdir(spec["scratch"])
 

@@ -24,7 +24,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from grader.sandbox import policy, runstate, syscalls, wire
+from grader.sandbox import policy, runstate, seccomp, syscalls, wire
 from grader.sandbox.model import CallResult, Limits, ProbeCall, RunResult
 from grader.sandbox.runstate import RunState
 
@@ -87,6 +87,7 @@ class Sandbox:
         # a server's death must fail only its own runs, never a restarted one's.
         self._dead: set[socket.socket] = set()
         self._sent_to: dict[int, socket.socket] = {}
+        self._running: dict[int, int] = {}  # run id -> the child's pid, while it runs
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -165,7 +166,8 @@ class Sandbox:
             shutil.rmtree(self._root_dir, ignore_errors=True)
         self._root_dir = tempfile.mkdtemp(prefix="sandbox-root-", dir=self._scratch_root)
         config = {"root": self._root_dir, "read": read, "devices": list(policy.DEVICES),
-                  "limits": vars(self.limits), "uid": self._uid, "gid": self._gid, "disable": self._disable}
+                  "limits": vars(self.limits), "uid": self._uid, "gid": self._gid, "disable": self._disable,
+                  "seccomp_log": os.environ.get(seccomp.LOG_ENV) == "1"}
         ours.sendall(json.dumps({"op": "configure", "config": config}).encode())
         self._proc, self._ctl = proc, ours
         threading.Thread(target=self._dispatch, args=(ours,), daemon=True, name="sandbox-dispatch").start()
@@ -255,6 +257,11 @@ class Sandbox:
                 self.run(Path(folder), "empty_module", [])
         return dict(self._layers)
 
+    def running(self) -> list[int]:
+        """The pids of the children running now (an operator's view: what
+        ``kill -9`` would hit; tests use it to play the OOM killer)."""
+        return list(self._running.values())
+
     def info(self) -> dict:
         """The fork-server's interpreter, torch version and warm-up time."""
         self._server()
@@ -310,7 +317,7 @@ class Sandbox:
             child_ends = []
             if reply.get("op") != "started":
                 raise SandboxError(f"the fork-server could not start a run: {reply.get('error', 'it died')}")
-            pid = reply["pid"]
+            pid = self._running[run_id] = reply["pid"]
             deadline = time.monotonic() + self.limits.timeout_s
             state.pump(ours, call_frames, deadline=deadline)
             if state.hung_up and not state.done:
@@ -331,6 +338,7 @@ class Sandbox:
                     wait = self._request(run_id, {"op": "reap", "id": run_id})
                     state.drain(ours)
             _close_all(ours)
+            self._running.pop(run_id, None)
             del self._waiters[run_id]
             self._sent_to.pop(run_id, None)
             shutil.rmtree(run_dir, ignore_errors=True)
