@@ -322,7 +322,7 @@ class Sandbox:
             state.pump(ours, call_frames, deadline=deadline)
             if state.hung_up and not state.done:
                 # Its result stream ended early: did it die, or close it and live on?
-                state.lived_on = not _ends_within(pid, _HANG_UP_GRACE_S)
+                state.lived_on = not runstate.ends_within(pid, _HANG_UP_GRACE_S)
         finally:
             _close_all(child_ends)
             wait = None
@@ -369,23 +369,6 @@ def _close_all(fds: list[int]) -> None:
             os.close(fd)
         except OSError:
             pass
-
-
-def _ends_within(pid: int, seconds: float) -> bool:
-    """Whether process ``pid`` (unreaped: the server reaps only when asked)
-    is a zombie within ``seconds``: it has ended, whatever ended it."""
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            return True  # gone (or no /proc to ask): not alive as far as we can see
-        if state in (b"Z", b"X"):
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.002)
 
 
 def _kill_group(pid: int) -> None:

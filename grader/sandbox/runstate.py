@@ -323,3 +323,20 @@ def oom_kill_count() -> int:
     except (OSError, ValueError):
         pass
     return 0
+
+
+def ends_within(pid: int, seconds: float) -> bool:
+    """Whether process ``pid`` (unreaped: the server reaps only when asked)
+    is a zombie within ``seconds``: it has ended, whatever ended it."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return True  # gone (or no /proc to ask): not alive as far as we can see
+        if state in (b"Z", b"X"):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.002)
