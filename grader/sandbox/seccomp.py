@@ -194,14 +194,23 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-def install(log: bool = False) -> str:
-    """Load the filter into the calling process (and its future threads)."""
+def program(log: bool = False) -> bytes | None:
+    """The filter program for the calling process, or None where this
+    architecture has no table (``install`` then says why)."""
     arch = syscalls.AUDIT_ARCH.get(syscalls.MACHINE)
     if arch is None or not syscalls.supported():
+        return None
+    return build_filter(os.getpid(), syscalls.NR, arch, log)
+
+
+def install(prepared: bytes | None = None) -> str:
+    """Load the filter (``prepared`` by :func:`program` in this same
+    process, or built now) into the calling process and its future threads."""
+    prepared = prepared or program()
+    if prepared is None:
         raise OSError(errno.ENOSYS, f"no seccomp table for {syscalls.MACHINE}")
-    program = build_filter(os.getpid(), syscalls.NR, arch, log)
-    buf = ctypes.create_string_buffer(program, len(program))
-    fprog = _SockFprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    buf = ctypes.create_string_buffer(prepared, len(prepared))
+    fprog = _SockFprog(len(prepared) // 8, ctypes.cast(buf, ctypes.c_void_p))
     syscalls.prctl(syscalls.PR_SET_NO_NEW_PRIVS, 1)
     syscalls._check(syscalls._libc.prctl(syscalls.PR_SET_SECCOMP, 2, ctypes.addressof(fprog), 0, 0), "seccomp")
-    return f"allow list, {len(program) // 8} BPF instructions, {syscalls.MACHINE}"
+    return f"allow list, {len(prepared) // 8} BPF instructions, {syscalls.MACHINE}"
