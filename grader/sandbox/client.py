@@ -373,7 +373,7 @@ class Sandbox:
 
 
 def _run_pipes() -> tuple[list[int], list[int]]:
-    """The child's ends and ours of the request, result, stdout and stderr pipes."""
+    """The child's ends and ours of the call, result, stdout and stderr pipes."""
     pipes = [os.pipe() for _ in range(4)]
     return [pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1]], [pipes[0][1], pipes[1][0], pipes[2][0], pipes[3][0]]
 
