@@ -43,8 +43,10 @@ def graded_page(course: Course, student: str, exercises: list[Exercise], rows: d
                 class_mean: dict[str, float], note: str) -> str:
     """The report's student page for these exercises, with ``note`` (when
     it was graded, the hourly allowance) above it."""
+    from grader.feedback import status_text
     from grader.report import svg
-    from grader.report.html import STATUS_TEXT, environment
+    from grader.report.feedback import exercise_feedback
+    from grader.report.html import environment
 
     hints = {p.id: p.hint for p in course.pitfalls}
     figure = svg.score_bars([e.id for e in exercises],
@@ -58,7 +60,8 @@ def graded_page(course: Course, student: str, exercises: list[Exercise], rows: d
     html = environment().get_template("student.html").render(
         course=course, student=student, exercises=exercises, rows=rows,
         total=sum(r.points for r in rows.values()), max_total=sum(e.points for e in exercises) or 1.0,
-        hints=hints, figure=figure, pictures=pictures, status_text=STATUS_TEXT)
+        hints=hints, figure=figure, pictures=pictures, status_text=status_text,
+        feedback={exercise_id: exercise_feedback(record, hints) for exercise_id, record in rows.items()})
     return html.replace("<h1>", f'<p class="sub">{escape(note)}</p>\n<h1>', 1)
 
 
