@@ -87,7 +87,7 @@ class Watch:
                 self._collect_finished(timeout=self.options.poll_s)
         finally:
             self.pool.shutdown(wait=True, cancel_futures=True)
-            self._progress(0, final=True)
+            self._progress(len(self.state.pending()), final=True)
 
     def _startable(self, arrivals: dict[str, Arrival]) -> bool:
         now = time.time()
@@ -255,7 +255,7 @@ class Watch:
 
     def _progress(self, waiting: int, final: bool = False) -> None:
         held = len(self.held)
-        line = (f"watch: {waiting - len(self.in_flight)} queued ({held} held by the hourly limit), "
+        line = (f"watch: {max(0, waiting - len(self.in_flight))} queued ({held} held by the hourly limit), "
                 f"{len(self.in_flight)} grading, {self.graded} graded")
         if line == self._last_line and not (final and self.out.isatty()):
             return
