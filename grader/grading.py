@@ -16,7 +16,7 @@ from typing import Protocol
 from grader.course import REPO_ROOT, Course, Exercise
 from grader.gradebook import Gradebook, Key, Record
 from grader.judge import ExerciseResult, Judge
-from grader.submissions import ExerciseSubmission, Submission, collect
+from grader.submissions import UNREADABLE, ExerciseSubmission, Submission, collect
 
 MISSING_HASH = "missing"
 
@@ -84,20 +84,43 @@ def pending(course: Course, submissions: list[Submission], gradebook: Gradebook,
     return tasks
 
 
+def unreadable_verdicts(part: ExerciseSubmission) -> list[dict]:
+    """One failed check that carries the exercise's points: totals (ours and
+    Gradescope's, which sums its tests) still count what was handed in."""
+    return [{"check_id": "readable", "passed": False, "points": 0.0, "max_points": part.exercise.points,
+             "message": {"en": "the submission can be read", "zh": "提交的文件可以读取"},
+             "reason": part.problem, "pitfalls": [], "confirmed": []}]
+
+
+def record_unreadable(gradebook: Gradebook, task: Task) -> None:
+    """A part handed in but not readable: recorded here, never judged."""
+    gradebook.record(task.key, points=0.0, max_points=task.part.exercise.points, status=UNREADABLE,
+                     reason=task.part.problem, verdicts=unreadable_verdicts(task.part))
+
+
 def grade_class(course: Course, exercises: list[Exercise], submissions_dir: Path, gradebook: Gradebook,
                 judge: Judge | None, workdir: Path, *, jobs: int = 2,
                 on_result: Callable[[Task, Record | None], None] | None = None,
                 on_plan: Callable[[int], None] | None = None, root: Path = REPO_ROOT,
-                executor: Executor | None = None) -> ClassRun:
+                executor: Executor | None = None, sources: dict[str, Path] | None = None,
+                bare_modules: bool = False) -> ClassRun:
     """Grade every submission in ``submissions_dir`` into ``gradebook``.
 
     ``executor`` runs the judging (default: ``jobs`` threads here, with
-    ``judge``); whatever runs it, only this process writes the gradebook."""
-    submissions = collect(submissions_dir, course, exercises, workdir, root)
+    ``judge``); whatever runs it, only this process writes the gradebook.
+    ``sources`` and ``bare_modules``: see :func:`grader.submissions.collect`."""
+    submissions = collect(submissions_dir, course, exercises, workdir, root, sources=sources,
+                          bare_modules=bare_modules)
     run = ClassRun(submissions)
     tasks = pending(course, submissions, gradebook, run)
     if on_plan is not None:
         on_plan(len(tasks))
+    for task in [t for t in tasks if t.part.status == UNREADABLE]:
+        record_unreadable(gradebook, task)
+        run.graded += 1
+        if on_result is not None:
+            on_result(task, gradebook.get(task.key))
+    tasks = [t for t in tasks if t.part.status != UNREADABLE]
     if executor is None:
         assert judge is not None, "grade_class needs a judge or an executor"
         executor = LocalExecutor(judge, workdir, jobs)

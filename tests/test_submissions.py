@@ -84,7 +84,7 @@ def test_broken_zip_is_a_problem_not_a_crash(tmp_path, course, softmax_only):
     (tmp_path / "subs" / "erin.zip").write_bytes(b"PK\x03\x04 not really a zip")
     submission = _grade_tree(tmp_path, course, softmax_only)["erin"]
     assert "not a valid zip file" in submission.problems[0]
-    assert submission.exercises["01"].folder is None
+    assert submission.exercises["01"].folder is None and submission.exercises["01"].status == "unreadable"
 
 
 def test_symlinked_module_is_not_followed(tmp_path, course, softmax_only):
@@ -92,14 +92,16 @@ def test_symlinked_module_is_not_followed(tmp_path, course, softmax_only):
     folder.mkdir(parents=True)
     os.symlink("/etc/passwd", folder / "softmax.py")
     part = _grade_tree(tmp_path, course, softmax_only)["frank"].exercises["01"]
-    assert part.folder is None and "not a regular file" in part.problem
+    assert part.folder is None and part.status == "unreadable" and "symbolic link" in part.problem
 
 
 def test_odd_student_folder_names_are_reported(tmp_path, course, softmax_only):
     (tmp_path / "subs" / "bad name;rm -rf").mkdir(parents=True)
     (tmp_path / "subs" / "notes.txt").mkdir()
-    found = _grade_tree(tmp_path, course, softmax_only)
-    assert "not a usable student id" in found["bad name;rm -rf"].problems[0]
+    found = {s.source.name: s for s in collect(tmp_path / "subs", course, softmax_only, tmp_path / "work")}
+    odd = found["bad name;rm -rf"]
+    assert "not a usable student id" in odd.problems[0] and odd.student.startswith("unusable-id-")
+    assert odd.exercises["01"].status == "unreadable" and "not a usable student id" in odd.exercises["01"].problem
 
 
 def test_unknown_layout_says_where_the_module_was_found(tmp_path, course, softmax_only):
