@@ -14,12 +14,15 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from grader.course import CourseError, load_course
 from grader.exams.records import recorded_exam_stats
 from grader.gradebook import Gradebook, GradebookError
+from grader.intake.errors import UNREADABLE
+from grader.intake.names import shown
 from grader.grading import grade_class
 from grader.judge import GraderError, Judge
 from grader.report import write_grades_csv, write_html_report, write_results_json
 from grader.sandbox import Limits, Sandbox, SandboxError
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_GRADER_BROKEN, EXIT_GRADEBOOK = 0, 2, 3, 4
+PROBLEM_CHARS = 300   # a problem's text shown in the terminal, at most
 
 
 def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: float | None,
@@ -82,7 +85,14 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
         return EXIT_GRADER_BROKEN
     for submission in run.submissions:
         for problem in submission.problems:
-            console.print(f"[yellow]warning[/yellow] {submission.student}: {problem}", highlight=False)
+            # Ids and problems may carry text from students' file names: markup escaped, control bytes visible.
+            console.print(f"[yellow]warning[/yellow] {shown(submission.student)}: {shown(problem, PROBLEM_CHARS)}",
+                          highlight=False)
+    unreadable = sum(r.status == UNREADABLE for r in records)
+    if unreadable:
+        console.print(f"[yellow]{unreadable} result(s) unreadable[/yellow] (links, special files, damaged or "
+                      "oversized archives or notebooks): their reasons are in grades.csv and the report",
+                      highlight=False)
     try:
         out.mkdir(parents=True, exist_ok=True)
         write_grades_csv(records, out / "grades.csv")

@@ -22,6 +22,7 @@ STATUS_TEXT = {
     "memory": "ran out of memory",
     "output_limit": "printed too much",
     "protocol_error": "returned something that is not plain data",
+    "unreadable": "handed in, but could not be read",
 }
 
 
