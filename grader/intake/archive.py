@@ -31,8 +31,7 @@ RATIO_FLOOR_BYTES = 1 << 20   # small members may compress as well as they like
 def _member_parts(name: str, limits: IntakeLimits) -> Parts:
     path = PurePosixPath(name.replace("\\", "/"))
     if path.is_absolute() or ".." in path.parts or (path.parts and ":" in path.parts[0]):
-        raise Unreadable(f"the zip holds an unsafe path ({plain_path(name)}: absolute or with ..); "
-                         "zip the folder itself")
+        raise Unreadable("the zip holds an unsafe path (absolute, or climbing out with ..); zip the folder itself")
     parts = tuple(p for p in path.parts if p != ".")
     if any(len(p.encode("utf-8", "surrogateescape")) > limits.name_bytes for p in parts):
         raise Unreadable(f"the zip holds a name longer than {limits.name_bytes} bytes")

@@ -35,6 +35,15 @@ def _controls(subs: Path) -> None:
     (subs / "control-nb" / "attention" / f"{EXERCISE_FOLDER}.ipynb").write_bytes(notebook(REFERENCE))
 
 
+def _restore_modes(folder: Path) -> None:
+    """Mode-000 folders readable again, so pytest can remove them (links are
+    left alone: a chmod through one would change what it points at)."""
+    for entry in os.scandir(folder):
+        if entry.is_dir(follow_symlinks=False):
+            os.chmod(entry.path, 0o755, follow_symlinks=False)
+            _restore_modes(Path(entry.path))
+
+
 @pytest.fixture(scope="module")
 def graded(tmp_path_factory):
     root = tmp_path_factory.mktemp("intake")
@@ -47,11 +56,7 @@ def graded(tmp_path_factory):
     try:
         by_key, output = grade_folder(subs, root, "--timeout", "20")
     finally:
-        for folder, _, _ in os.walk(subs):   # mode-000 folders: let pytest clean up
-            os.chmod(folder, 0o755)
-        for dirpath, dirnames, _ in os.walk(subs):
-            for name in dirnames:
-                os.chmod(os.path.join(dirpath, name), 0o755)
+        _restore_modes(subs)
     return {student: r for (student, _), r in by_key.items()}, root, output
 
 
