@@ -152,16 +152,22 @@ def _find(tree: SubmissionTree, exercise: Exercise, course: Course, root: Path, 
     return module
 
 
-def _not_found(tree: SubmissionTree, exercise: Exercise) -> str:
+def _not_found(tree: SubmissionTree, exercise: Exercise, course: Course, exam: str | None) -> str:
     """"not submitted", saying where a file named like the module sits when
-    the student's layout is one the grader does not know, so the instructor
-    can tell a wrong folder from a missing exercise. Other exercises'
-    folders hold copies of earlier modules (06 ships 05's): not misplaced."""
+    the student's layout is one the grader does not know, or when it sits in
+    another assignment's or exam's folder, so the instructor can tell a wrong
+    folder from a missing exercise. Other exercises' folders hold copies of
+    earlier modules (06 ships 05's): not misplaced."""
     names = (exercise.module, f"{exercise.folder}.ipynb")
     for parts in sorted(tree.files):
-        if parts[-1] in names and not any(EXERCISE_FOLDER_RE.match(p) for p in parts[:-1]):
-            return (f"not submitted: found {plain_path(parts)}, but the grader looks for "
-                    f"{exercise.folder}/{exercise.module} (put the file in a folder named {exercise.folder})")
+        if parts[-1] not in names or any(EXERCISE_FOLDER_RE.match(p) for p in parts[:-1]):
+            continue
+        if len(parts) > 1 and _folder_kind(parts[0], exercise, course, exam) == "other":
+            own = exam or next((a.id for a in course.assignments if exercise.id in a.exercises), "its own")
+            return (f"not submitted: {parts[-1]} is only in {plain_path(parts[0])}/, another assignment's or "
+                    f"exam's folder; this work is taken from {plain_path(own)}/ only")
+        return (f"not submitted: found {plain_path(parts)}, but the grader looks for "
+                f"{exercise.folder}/{exercise.module} (put the file in a folder named {exercise.folder})")
     return "not submitted"
 
 
@@ -255,7 +261,8 @@ def _collect_one(student: str, entries: list[Path], course: Course, exercises: l
         try:
             parts = _find(tree, exercise, course, root, exam, bare_modules)
             if parts is None:
-                submission.exercises[exercise.id] = ExerciseSubmission(exercise, None, "", _not_found(tree, exercise))
+                submission.exercises[exercise.id] = ExerciseSubmission(exercise, None, "",
+                                                                        _not_found(tree, exercise, course, exam))
             else:
                 target = workdir / "prepared" / student / exercise.folder
                 submission.exercises[exercise.id] = _prepare(tree, parts, exercise, target, course, root)
