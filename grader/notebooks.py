@@ -27,6 +27,9 @@ from grader.release.common import answer_cell_id
 
 MAX_NOTEBOOK_BYTES = 16 << 20    # outputs (plots) make notebooks large; 16 MiB is far beyond any answer
 MAX_INT_DIGITS = 400             # no notebook field needs a longer integer
+# Each JSON array or object costs Python ~60 bytes for 2 bytes of text: a
+# 16 MiB notebook of "[]" would need ~500 MB. A course notebook has a few thousand.
+MAX_JSON_CONTAINERS = 200_000
 IPYTHON_ONLY = "# (IPython only, ignored by the grader) "
 _MAX_FALLBACK_CANDIDATES = 200   # the fallback rule's tokenizing is quadratic in these
 
@@ -115,6 +118,9 @@ def _without_ipython_syntax(source: str) -> str:
 def _parse(data: bytes, name: str):
     if len(data) > MAX_NOTEBOOK_BYTES:
         raise NotebookError(f"{name} is {len(data) >> 20} MiB (at most {MAX_NOTEBOOK_BYTES >> 20} MiB): clear the outputs")
+    if data.count(b"[") + data.count(b"{") > MAX_JSON_CONTAINERS:   # counted in strings too: an upper bound
+        raise NotebookError(f"{name} is not a valid notebook (more than {MAX_JSON_CONTAINERS} JSON lists and "
+                            "objects): clear the outputs")
     try:
         return json.loads(data.decode("utf-8"), parse_int=_bounded_int)
     except UnicodeDecodeError as exc:

@@ -34,6 +34,7 @@ from grader.course import REPO_ROOT, Course, Exercise
 from grader.intake import IntakeLimits, SubmissionTree, Unreadable, read_folder
 from grader.intake.archive import read_zip, unpack_zip_checked
 from grader.intake.errors import UNREADABLE, internal_reason, plain_path
+from grader.intake.tree import SKIPPED_FOLDERS
 from grader.intake.names import STUDENT_ID_RE, placeholder_id, usable_student_id, visible
 from grader.notebooks import MAX_NOTEBOOK_BYTES, NotebookError, answer_from_notebook
 
@@ -114,7 +115,7 @@ def _exercise_roots(tree: SubmissionTree, exercise: Exercise, course: Course, ex
     an exam's code from homework (``exam``: the exam being graded)."""
     candidates = [(), ("exercises",)]
     for child in tree.subdirs(()):
-        if child.startswith(".") or _folder_kind(child, exercise, course, exam) == "other":
+        if child.startswith(".") or child in SKIPPED_FOLDERS or _folder_kind(child, exercise, course, exam) == "other":
             continue
         candidates += [(child,), (child, "exercises")]
     return [c for c in candidates if tree.is_dir(c)]

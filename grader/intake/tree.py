@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from grader.intake.errors import Unreadable, plain_path
 
 Parts = tuple[str, ...]
-SKIPPED_FOLDERS = frozenset({"__pycache__", "node_modules", "site-packages", "__MACOSX"})
+# Never walked, never searched: caches, environments, macOS resource forks.
+SKIPPED_FOLDERS = frozenset({"__pycache__", "node_modules", "site-packages", "venv", "__MACOSX"})
 _KINDS = {stat.S_IFIFO: "named pipe (FIFO)", stat.S_IFSOCK: "socket", stat.S_IFCHR: "device",
           stat.S_IFBLK: "device"}
 

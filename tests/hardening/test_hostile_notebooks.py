@@ -39,6 +39,7 @@ HOSTILE = {
     "huge-int": {f"{FOLDER}.ipynb": _notebook(REFERENCE)[:-1] + b', "x": ' + b"7" * 5_000 + b"}"},
     "deep-objects": {f"{FOLDER}.ipynb": b'{"a":' * 30_000 + b"1" + b"}" * 30_000},
     "not-utf8": {f"{FOLDER}.ipynb": b'{"cells": ["\xff\xfe"]}'},
+    "many-containers": {f"{FOLDER}.ipynb": _notebook(REFERENCE)[:-1] + b', "x": [' + b"[]," * 300_000 + b"[]]}"},
     "homework-in-exam": {f"midterm-homework-in-exam/{FOLDER}.ipynb": _notebook(REFERENCE)},
     "homework-in-other-assignment": {f"layers/{FOLDER}.ipynb": _notebook(REFERENCE)},
 }
@@ -60,6 +61,7 @@ EXPECTED = {
     "huge-int": ("unreadable", "number too large"),
     "deep-objects": ("unreadable", "nested too deeply"),
     "not-utf8": ("unreadable", "not UTF-8"),
+    "many-containers": ("unreadable", "JSON lists and objects"),
     "homework-in-exam": ("not_submitted", "not submitted"),
     "homework-in-other-assignment": ("not_submitted", "not submitted"),
 }
