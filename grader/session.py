@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import os
 import tempfile
 from pathlib import Path
 
@@ -54,6 +55,11 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
         return EXIT_BAD_INPUT
     if executor == "dask" and importlib.util.find_spec("distributed") is None:
         console.print("--executor dask needs Dask: pip install 'attention-course[scale]'")
+        return EXIT_BAD_INPUT
+    try:
+        os.scandir(submissions).close()   # the instructor's folder: an error here is theirs, not a student's
+    except OSError as exc:
+        console.print(f"cannot read the submissions folder {submissions}: {exc.strerror}", markup=False)
         return EXIT_BAD_INPUT
     limits = Limits.from_grading(course.grading, timeout_s=timeout, memory_mb=memory)
     root = course_path.resolve().parent

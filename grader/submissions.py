@@ -192,7 +192,7 @@ def _prepare(tree: SubmissionTree, parts: tuple, exercise: Exercise, target: Pat
     cap = MAX_NOTEBOOK_BYTES if notebook else MAX_MODULE_BYTES
     if blob.too_large or blob.data is None:
         unit, shift = ("MiB", 20) if notebook else ("KiB", 10)
-        size = f"{blob.size >> 20} MiB" if blob.size >= 1 << 30 or notebook else f"{blob.size >> 10} KiB"
+        size = f"{blob.size >> 20} MiB" if blob.size >= 1 << 20 or notebook else f"{blob.size >> 10} KiB"
         return unreadable(exercise, f"{name} is {size} (at most {cap >> shift} {unit})")
     data = blob.data
     if notebook:
