@@ -56,8 +56,9 @@ def _check_member(info: zipfile.ZipInfo, parts: Parts, limits: IntakeLimits) -> 
                          "times its packed size (a zip bomb?)")
 
 
-def _index(members: list[zipfile.ZipInfo], limits: IntakeLimits) -> list[tuple[zipfile.ZipInfo, Parts]]:
-    """Every member checked and placed; the regular files with their paths."""
+def _index(members: list[zipfile.ZipInfo], limits: IntakeLimits) -> tuple[SubmissionTree, list]:
+    """Every member checked and placed: the tree (sizes only), and the
+    regular files with their paths."""
     if len(members) > limits.entries:
         raise Unreadable(f"the zip holds {len(members)} files (at most {limits.entries})")
     if sum(m.file_size for m in members) > limits.submission_bytes:
@@ -84,7 +85,7 @@ def _index(members: list[zipfile.ZipInfo], limits: IntakeLimits) -> list[tuple[z
             raise Unreadable(f"the zip holds two files named {plain_path(parts)}")
         tree.files[parts] = Blob(info.file_size)
         files.append((info, parts))
-    return files
+    return tree, files
 
 
 def _unpacked(zf: zipfile.ZipFile, info: zipfile.ZipInfo, keep: bool):
@@ -137,18 +138,13 @@ def read_zip(archive: Path, wanted: Mapping[str, int], limits: IntakeLimits = In
     bounded) so that a damaged one is found here, not later."""
     try:
         with _open(archive) as zf:
-            members = zf.infolist()
-            files = _index(members, limits)
-            tree = SubmissionTree()
+            tree, files = _index(zf.infolist(), limits)
             for info, parts in files:
-                tree.dirs.update(parts[:i] for i in range(1, len(parts)))
                 cap = wanted.get(parts[-1])
-                blob = tree.files[parts] = Blob(info.file_size)
+                blob = tree.files[parts]
                 keep = cap is not None and info.file_size <= cap
                 blob.too_large = cap is not None and not keep
                 blob.data = _unpacked(zf, info, keep)
-            tree.dirs.update(parts for info in members if info.is_dir()
-                             for parts in [_member_parts(info.filename, limits)] if parts)
             return tree
     except Exception as exc:  # noqa: BLE001 - any error of the archive is this student's own
         raise _library_error(exc) from None
@@ -159,12 +155,10 @@ def unpack_zip_checked(archive: Path, target: Path, limits: IntakeLimits = Intak
     the same checks as :func:`read_zip`."""
     try:
         with _open(archive) as zf:
-            for info, parts in _index(zf.infolist(), limits):
-                destination = target.joinpath(*parts)
-                destination.parent.mkdir(parents=True, exist_ok=True)
-                destination.write_bytes(_unpacked(zf, info, True))
-            for info in zf.infolist():
-                if info.is_dir():
-                    target.joinpath(*_member_parts(info.filename, limits)).mkdir(parents=True, exist_ok=True)
+            tree, files = _index(zf.infolist(), limits)
+            for folder in sorted(tree.dirs, key=len):
+                target.joinpath(*folder).mkdir(parents=True, exist_ok=True)
+            for info, parts in files:
+                target.joinpath(*parts).write_bytes(_unpacked(zf, info, True))
     except Exception as exc:  # noqa: BLE001 - any error of the archive is this student's own
         raise _library_error(exc) from None
