@@ -31,7 +31,8 @@ MAX_INT_DIGITS = 400             # no notebook field needs a longer integer
 # 16 MiB notebook of "[]" would need ~500 MB. A course notebook has a few thousand.
 MAX_JSON_CONTAINERS = 200_000
 IPYTHON_ONLY = "# (IPython only, ignored by the grader) "
-_MAX_FALLBACK_CANDIDATES = 200   # the fallback rule's tokenizing is quadratic in these
+IPYTHON_MAX_LINES, IPYTHON_MAX_MAGICS = 1_000, 24
+MAX_ANSWER_CHARS = 1 << 20       # an answer cell longer than a module may be is refused before any parsing
 
 
 class NotebookError(Exception):
@@ -59,19 +60,31 @@ def _bounded_int(text: str) -> int:
     return int(text)
 
 
-def _statement_starts(source_lines: list[str], candidates: list[int]) -> set[int]:
-    """Of the ``candidates`` (line indexes), those where a new statement
-    starts: not inside brackets, a string, or after a backslash (the
-    fallback rule, when IPython is missing: what IPython's tokenizer sees)."""
-    starts = set()
-    for i in candidates[:_MAX_FALLBACK_CANDIDATES]:
-        before = "\n".join("pass" if j in starts else line for j, line in enumerate(source_lines[:i])) + "\n"
-        try:
-            for _ in tokenize.generate_tokens(io.StringIO(before).readline):
-                pass
-        except (tokenize.TokenError, IndentationError, SyntaxError):
-            continue   # the line continues an open statement: Python's, not IPython's
-        starts.add(i)
+def _statement_starts(source: str) -> set[int]:
+    """The indexes of the lines where a statement starts: not inside
+    brackets or a string, not after a backslash (the fallback rule, when
+    IPython is missing: where IPython's own tokenizer looks for escapes).
+    One pass of Python's tokenizer; after a tokenizing error, no later line
+    counts (it stays as written, and fails as Python would)."""
+    starts: set[int] = set()
+    at_start, depth = True, 0
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            if token.type == tokenize.NEWLINE or (token.type == tokenize.NL and depth == 0):
+                at_start = True   # NL inside brackets is no statement's end
+                continue
+            if token.type in (tokenize.NL, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER) \
+                    or (token.type == tokenize.ERRORTOKEN and token.string.isspace()):
+                continue
+            if at_start:
+                starts.add(token.start[0] - 1)
+                at_start = False
+            if token.type == tokenize.OP and token.string in "([{":
+                depth += 1
+            elif token.type == tokenize.OP and token.string in ")]}":
+                depth = max(0, depth - 1)
+    except (tokenize.TokenError, SyntaxError):
+        pass
     return starts
 
 
@@ -82,7 +95,10 @@ def _ipython_lines(source: str, lines: list[str]) -> tuple[set[int], list[str]]:
         from IPython.core.inputtransformer2 import TransformerManager
     except ImportError:
         TransformerManager = None
-    if TransformerManager is not None:
+    candidates = sum(line.lstrip()[:1] in ("%", "!") or line.rstrip().endswith("?") for line in lines)
+    # IPython's transformers re-tokenize the whole cell once per magic they find: seconds for
+    # a few hundred. An answer cell is far smaller; a larger one gets the (linear) fallback rule.
+    if TransformerManager is not None and len(lines) <= IPYTHON_MAX_LINES and candidates <= IPYTHON_MAX_MAGICS:
         # transform_cell ends the cell with a newline; compare like with like.
         ended = "\n".join(lines) + "\n"
         transformed = TransformerManager().transform_cell(ended)[:-1].split("\n")
@@ -92,9 +108,9 @@ def _ipython_lines(source: str, lines: list[str]) -> tuple[set[int], list[str]]:
             return flagged, transformed
     # IPython missing, or a cell magic / multi-line escape changed the line count: the exact
     # conservative rule: a line starting a statement with % or ! (not !=, %=) is IPython's.
-    candidates = [i for i, line in enumerate(lines)
-                  if line.lstrip()[:1] in ("%", "!") and line.lstrip()[:2] not in ("!=", "%=")]
-    return _statement_starts(lines, candidates), lines
+    starts = _statement_starts("\n".join(lines))
+    flagged = {i for i in starts if lines[i].lstrip()[:1] in ("%", "!") and lines[i].lstrip()[:2] not in ("!=", "%=")}
+    return flagged, lines
 
 
 def _without_ipython_syntax(source: str) -> str:
@@ -161,6 +177,9 @@ def answer_from_notebook(data: bytes, exercise: Exercise, name: str = "notebook"
     if answer.get("cell_type") != "code" or not _nbgrader(answer).get("solution"):
         raise NotebookError(f"{name}: the answer cell {wanted!r} is no longer a code answer cell")
     source = _source(answer).replace("\r\n", "\n").replace("\r", "\n")
+    if len(source) > MAX_ANSWER_CHARS:
+        raise NotebookError(f"{name}: the answer cell is {len(source) >> 10} K characters long "
+                            f"(at most {MAX_ANSWER_CHARS >> 10} K)")
     try:
         source.encode("utf-8")
     except UnicodeEncodeError:

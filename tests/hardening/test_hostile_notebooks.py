@@ -122,3 +122,15 @@ def test_ipython_lines_follow_ipythons_rules(monkeypatch, source, commented, ipy
     assert [i for i, line in enumerate(lines) if IPYTHON_ONLY in line] == commented
     if not commented and "!ls)" not in source:
         compile(_without_ipython_syntax(source), "cell", "exec")
+
+
+def test_a_cell_of_many_magics_takes_the_linear_rule_and_agrees():
+    """IPython's transformers re-tokenize the cell per magic (cubic in
+    practice): a cell with more magics than IPYTHON_MAX_MAGICS gets the
+    fallback rule, which marks the same lines."""
+    from grader.notebooks import IPYTHON_MAX_MAGICS, IPYTHON_ONLY, _without_ipython_syntax
+
+    source = "!ls\n" * (IPYTHON_MAX_MAGICS * 20) + "x = (1\n!= 2)\nif x:\n    %time f()\n"
+    out = _without_ipython_syntax(source)
+    assert out.count(IPYTHON_ONLY) == IPYTHON_MAX_MAGICS * 20 + 1
+    compile(out, "cell", "exec")
