@@ -115,7 +115,7 @@ def _library_error(exc: Exception) -> Unreadable:
     return Unreadable(f"the zip cannot be read ({type(exc).__name__}); make the zip again")
 
 
-def _open(archive: Path) -> zipfile.ZipFile:
+def _open(archive: Path, limits: IntakeLimits) -> zipfile.ZipFile:
     info = os.lstat(archive)
     if stat.S_ISLNK(info.st_mode):
         raise Unreadable("the .zip is a symbolic link: links are not followed; hand in the file itself")
@@ -123,6 +123,8 @@ def _open(archive: Path) -> zipfile.ZipFile:
         raise kind_refused(info.st_mode, (archive.name,)) or Unreadable("the .zip is not a plain file")
     if info.st_nlink > 1:
         raise Unreadable("the .zip is a hard link: hand in a plain copy")
+    if info.st_size > 2 * limits.submission_bytes:   # stored members are as large packed as unpacked
+        raise Unreadable(f"the .zip is {info.st_size >> 20} MiB (at most {2 * limits.submission_bytes >> 20} MiB)")
     fd = os.open(archive, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     handle = os.fdopen(fd, "rb")
     try:
@@ -137,7 +139,7 @@ def read_zip(archive: Path, wanted: Mapping[str, int], limits: IntakeLimits = In
     kept when within their cap. Every member is unpacked once (in memory,
     bounded) so that a damaged one is found here, not later."""
     try:
-        with _open(archive) as zf:
+        with _open(archive, limits) as zf:
             tree, files = _index(zf.infolist(), limits)
             for info, parts in files:
                 cap = wanted.get(parts[-1])
@@ -154,7 +156,7 @@ def unpack_zip_checked(archive: Path, target: Path, limits: IntakeLimits = Intak
     """Unpack ``archive`` into ``target`` (an exam's answers and files), with
     the same checks as :func:`read_zip`."""
     try:
-        with _open(archive) as zf:
+        with _open(archive, limits) as zf:
             tree, files = _index(zf.infolist(), limits)
             for folder in sorted(tree.dirs, key=len):
                 target.joinpath(*folder).mkdir(parents=True, exist_ok=True)

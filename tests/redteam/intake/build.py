@@ -206,6 +206,16 @@ def zip_that_is_a_link(subs: Path, scratch: Path) -> None:
     os.symlink(scratch / "good.zip", subs / "z12.zip")
 
 
+def zip_of_600_mib(subs: Path, scratch: Path) -> None:
+    _write_zip(subs / "z13.zip", (f"{EXERCISE_FOLDER}/{MODULE}", WRONG))
+    with open(subs / "z13.zip", "r+b") as fh:   # sparse padding before the zip's own bytes would be read
+        data = fh.read()
+        fh.seek(0)
+        fh.truncate(SPARSE_BYTES)
+        fh.seek(SPARSE_BYTES - len(data))
+        fh.write(data)
+
+
 # --- reads that fail or would never end: modes, sizes -----------------------------------------
 
 def module_mode_000(subs: Path, scratch: Path) -> None:
@@ -291,6 +301,7 @@ ATTACKS = [
     Attack("z10", "archives", zip_with_too_many_members, unreadable("20001 files")),
     Attack("z11", "archives", zip_two_members_of_one_name, unreadable("two files named")),
     Attack("z12", "archives", zip_that_is_a_link, unreadable("symbolic link")),
+    Attack("z13", "archives", zip_of_600_mib, unreadable("the .zip is 600 MiB")),
     # As root, mode 000 bites nothing: the file is read and graded (wrong, 0 points).
     Attack("r01", "reads", module_mode_000,
            {"max_points": 0, "status": "graded"} if ROOT else unreadable("permission denied")),
