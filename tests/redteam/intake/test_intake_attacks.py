@@ -51,8 +51,13 @@ def graded(tmp_path_factory):
     subs.mkdir()
     scratch.mkdir()
     _controls(subs)
-    for attack in BUILT:
-        attack.build(subs, scratch)
+    for attack in list(BUILT):
+        try:
+            attack.build(subs, scratch)
+        except PermissionError:
+            if not attack.needs_root:
+                raise
+            BUILT.remove(attack)   # root without CAP_MKNOD (some containers): no device to build
     try:
         by_key, output = grade_folder(subs, root, "--timeout", "20")
     finally:
@@ -72,7 +77,7 @@ def test_the_corpus_covers_every_class():
 @pytest.mark.parametrize("attack", ATTACKS, ids=[a.name for a in ATTACKS])
 def test_attack_gets_its_expected_outcome(graded, attack):
     if attack not in BUILT:
-        pytest.skip("building it needs root")
+        pytest.skip("building it needs root (and CAP_MKNOD)")
     by_student, _, _ = graded
     result = by_student[_student(attack)]
     assert result["exercise"] == "01" and result["max_points"] == 10
