@@ -17,7 +17,7 @@ from grader.exams.records import recorded_exam_stats
 from grader.gradebook import Gradebook, GradebookError
 from grader.intake.errors import UNREADABLE
 from grader.intake.names import shown
-from grader.grading import grade_class
+from grader.grading import GRADER_ERROR, grade_class
 from grader.judge import GraderError, Judge
 from grader.report import write_grades_csv, write_html_report, write_results_json
 from grader.sandbox import Limits, Sandbox, SandboxError
@@ -94,6 +94,10 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
             # Ids and problems may carry text from students' file names: markup escaped, control bytes visible.
             console.print(f"[yellow]warning[/yellow] {shown(submission.student)}: {shown(problem, PROBLEM_CHARS)}",
                           highlight=False)
+    failed = sum(r.status == GRADER_ERROR for r in records)
+    if failed:
+        console.print(f"[red]{failed} result(s) could not be judged[/red] (a grader error, traceback above): "
+                      "they are graded again on the next run", highlight=False)
     unreadable = sum(r.status == UNREADABLE for r in records)
     if unreadable:
         console.print(f"[yellow]{unreadable} result(s) unreadable[/yellow] (links, special files, damaged or "
