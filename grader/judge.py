@@ -112,6 +112,15 @@ def _without_paths(text: str | None) -> str:
     return _PATH_RE.sub("<path>", text or "")
 
 
+def _check_failure(check: Check, calls: slice, run: RunResult, expected: RunResult,
+                   source: bytes) -> tuple[str, str] | None:
+    """:func:`_first_failure`, then the check's rule on the submitted bytes."""
+    failure = _first_failure(check, calls, run, expected)
+    if failure is None and check.source_rule is not None and (reason := check.source_rule(source)) is not None:
+        return reason, ""
+    return failure
+
+
 def _compare(check: Check, submitted: object, expected: object) -> str | None:
     """``check.compare``, which must never take the grader down: a result of
     a shape no compare foresaw is a failed check, not a crash."""
@@ -283,12 +292,18 @@ class Judge:
             return ExerciseResult(exercise.id, "not_submitted", f"{exercise.module} was not submitted",
                                   verdicts, exercise.points)
         expected = self.expected(exercise, workdir)
+        # Read before the run: source rules judge the bytes as collected.
+        source = (folder / exercise.module).read_bytes()
         run = self.sandbox.run(folder, exercise.module_name, plan.calls)
         verdicts: list[Verdict] = []
-        passed: set[str] = set()
+        failures = {check.id: _check_failure(check, plan.slices[check.id], run, expected, source)
+                    for check in plan.checks}
+        # A check counts when it passes and so does every check it requires
+        # (in any order: the requirement is that behaviour, not its points).
+        passed = {check_id for check_id, failure in failures.items() if failure is None}
         for check in plan.checks:
             calls = plan.slices[check.id]
-            failure = _first_failure(check, calls, run, expected)
+            failure = failures[check.id]
             reason, error_text = failure if failure is not None else (None, "")
             unmet = [r for r in check.requires if r not in passed]
             if reason is None and unmet:
@@ -296,7 +311,6 @@ class Judge:
                                         f"counts once {', '.join(unmet)} passes"))
                 continue
             if reason is None:
-                passed.add(check.id)
                 verdicts.append(Verdict(check.id, True, points[check.id], points[check.id], check.message))
                 continue
             ran = calls.stop <= len(run.calls)

@@ -54,6 +54,10 @@ class Check:
     # built-in softmax") means nothing for code that does not work yet, and
     # an untouched stub must score zero.
     requires: tuple[str, ...] = ()
+    # A rule on the submitted bytes, judged in the grader's process (never
+    # in the student's): None when they pass, else a fixed reason. The
+    # check fails when either its calls or this rule fail.
+    source_rule: Callable[[bytes], str | None] | None = None
     # Exams: builds the calls with the variant's sizes. Checks without one
     # still get the variant's seed in an exam: other random inputs per student.
     variant_calls: VariantCallBuilder | None = None
@@ -234,26 +238,6 @@ def pick(value: object, path: Sequence[str | int]) -> object:
     return value
 
 
-def no_forbidden_calls(exercise_id: str, *, requires: tuple[str, ...], weight: float = 0.5) -> Check:
-    """The exercise's module uses none of the names its ``forbidden`` list in
-    course.yaml names (static: attribute accesses and from-imports)."""
-    from grader.course import load_course
-
-    def calls(gen: torch.Generator) -> list[ProbeCall]:
-        names = load_course(check_files=False).exercise(exercise_id).forbidden
-        return [ProbeCall("coursekit.probes.source:forbidden_uses", {"names": list(names)})]
-
-    return Check(
-        id=f"{exercise_id}-no-forbidden-calls",
-        weight=weight,
-        message=text("uses none of the built-ins this exercise asks you to write yourself",
-                     "没有使用本练习要求你亲自实现的内置函数"),
-        calls=calls,
-        compare=plain_equal(reason="uses a forbidden built-in (see the exercise README)"),
-        requires=requires,
-    )
-
-
 @dataclass(frozen=True)
 class Figure:
     """A picture for the student's feedback page, never scored: one probe
@@ -310,3 +294,7 @@ class CheckPlan:
             plan.figures[figure.name] = (figure, len(plan.calls))
             plan.calls.append(figure.call)
         return plan
+
+
+# Last: it builds on Check.
+from grader.checks.forbidden import no_forbidden_calls  # noqa: E402

@@ -175,5 +175,5 @@ CHECKS = [
         compare=all_of(plain_equal("input_unchanged", reason="modified its input"), OUTPUT),
         seed=29,
     ),
-    no_forbidden_calls("02", requires=("02-context-unbatched",)),
+    no_forbidden_calls("02", requires=("02-context-unbatched",), kernels=("fused attention",)),
 ]

@@ -373,5 +373,5 @@ CHECKS = [
         compare=all_of(tensors_close("input_grad"), _each_close("parameter_grads")),
         seed=11,
     ),
-    no_forbidden_calls("05", requires=("05-full-length",)),
+    no_forbidden_calls("05", requires=("05-full-length",), kernels=("fused attention",)),
 ]

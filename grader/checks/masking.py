@@ -322,7 +322,7 @@ CHECKS = [
         compare=all_of(plain_equal("inputs_unchanged", reason="modified its inputs"), _attention_close()),
         seed=13,
     ),
-    no_forbidden_calls("03", requires=("03-random-shapes",)),
+    no_forbidden_calls("03", requires=("03-random-shapes",), kernels=("fused attention",)),
 ]
 
 

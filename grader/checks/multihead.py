@@ -385,5 +385,5 @@ CHECKS = [
            "MultiHeadAttention: gradients of the input and of every parameter, out_proj included",
            "MultiHeadAttention：输入与每个参数（包括 out_proj）的梯度",
            lambda gen: _gradient_calls(gen, MHA, [2, 3, 1]), GRADIENT_COMPARE, "no-out-proj"),
-    no_forbidden_calls("06", requires=("06-mha-values",)),
+    no_forbidden_calls("06", requires=("06-mha-values",), kernels=("fused attention",)),
 ]

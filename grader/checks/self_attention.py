@@ -196,5 +196,5 @@ CHECKS = [
                        tensors_close("first"), tensors_close("second")),
         seed=48,
     ),
-    no_forbidden_calls("04", requires=("04-unbatched",)),
+    no_forbidden_calls("04", requires=("04-unbatched",), kernels=("fused attention",)),
 ]

@@ -320,5 +320,5 @@ CHECKS = [
           message=text("the three blocks composed into a post-norm encoder layer, with and without a padding mask",
                        "三个组件组合成后归一化的编码器层，带与不带填充掩码"),
           calls=_encoder_layer, compare=deep_close(), pitfalls=("residual-missing",), seed=12),
-    no_forbidden_calls("08", requires=("08-self-attention",)),
+    no_forbidden_calls("08", requires=("08-self-attention",), kernels=("fused attention",)),
 ]
