@@ -48,8 +48,10 @@ def decode(data: bytes) -> str:
     that do not decode."""
     try:
         encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
-    except SyntaxError:
-        raise ValueError("declares a source encoding Python does not know") from None
+    except SyntaxError as exc:  # an unknown codec, or bytes of the first lines that are not UTF-8
+        if "unknown encoding" in str(exc):
+            raise ValueError("declares a source encoding Python does not know") from None
+        raise ValueError("is not valid UTF-8") from None
     if encoding not in UTF8_ENCODINGS:
         raise ValueError("declares a source encoding other than UTF-8 (a `# coding:` line); save it as UTF-8")
     try:
