@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import torch
@@ -70,6 +70,17 @@ class Check:
         if self.variant_calls is not None:
             return self.variant_calls(gen, variant.sizes)
         return self.calls(gen)
+
+
+def requiring(checks: list[Check], requires: Mapping[str, tuple[str, ...]]) -> list[Check]:
+    """``checks`` with ``requires[check.id]`` added to each check's own
+    requirements: a checks module declares in one place which checks pay
+    only when its core behaviour works (structure, devices, dropout, errors
+    raised: each can be got right by code that does not do the work)."""
+    named = set(requires).union(*requires.values())
+    if unknown := named - {c.id for c in checks}:
+        raise ValueError(f"requirements name unknown checks: {sorted(unknown)}")
+    return [replace(c, requires=(*c.requires, *requires.get(c.id, ()))) for c in checks]
 
 
 def text(en: str, zh: str) -> Text:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import torch
 
 from coursekit.probes import causal_attention as probe
+from grader.checks import requiring
 from grader.checks import Check, Compare, all_of, no_forbidden_calls, plain_equal, tensors_close, text
 from grader.sandbox import ProbeCall
 
@@ -375,3 +376,10 @@ CHECKS = [
     ),
     no_forbidden_calls("05", requires=("05-full-length",), kernels=("fused attention",)),
 ]
+
+# Errors raised, the mask buffer and devices count only once the module computes its output.
+CHECKS = requiring(CHECKS, {
+    "05-too-long-raises": ("05-full-length",),
+    "05-mask-buffer": ("05-full-length",),
+    "05-to-device": ("05-full-length",),
+})

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from grader.checks import requiring
 from grader.checks import Check, Compare, Figure, all_of, no_forbidden_calls, plain_equal, tensors_close, text
 from grader.sandbox import ProbeCall
 
@@ -341,3 +342,8 @@ FIGURES = [
         path=("weights",),
     ),
 ]
+
+# Masks made on the right device count only once the masks are right.
+CHECKS = requiring(CHECKS, {
+    "03-mask-devices": ("03-causal-mask", "03-padding-mask"),
+})

@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from coursekit.probes.multihead import random_weights
+from grader.checks import requiring
 from grader.checks import (CallBuilder, Check, Compare, pick, all_of, no_forbidden_calls, plain_equal,
                            tensors_close, text)
 from grader.sandbox import ProbeCall
@@ -387,3 +388,13 @@ CHECKS = [
            lambda gen: _gradient_calls(gen, MHA, [2, 3, 1]), GRADIENT_COMPARE, "no-out-proj"),
     no_forbidden_calls("06", requires=("06-mha-values",), kernels=("fused attention",)),
 ]
+
+# Round trips, errors raised and registered state count only once the functions and modules they are about work.
+CHECKS = requiring(CHECKS, {
+    "06-round-trips": ("06-split-heads", "06-merge-heads"),
+    "06-split-heads-indivisible": ("06-split-heads",),
+    "06-wrapper-state": ("06-wrapper-values",),
+    "06-mha-divisibility": ("06-mha-values",),
+    "06-mha-state": ("06-mha-values",),
+    "06-mha-longer-inputs": ("06-mha-values",),
+})

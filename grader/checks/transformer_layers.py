@@ -10,6 +10,7 @@ import torch
 
 from coursekit.probes.layers import (add_norm_parameter_shapes, attention_parameter_shapes,
                                      feed_forward_parameter_shapes, random_weights)
+from grader.checks import requiring
 from grader.checks import Check, Compare, all_of, no_forbidden_calls, text
 from grader.checks import deep_close, error_type_equal, facts_equal
 from grader.sandbox import ProbeCall
@@ -322,3 +323,9 @@ CHECKS = [
           calls=_encoder_layer, compare=deep_close(), pitfalls=("residual-missing",), seed=12),
     no_forbidden_calls("08", requires=("08-self-attention",), kernels=("fused attention",)),
 ]
+
+# Parameters and the constructor's error count only once attention computes its output.
+CHECKS = requiring(CHECKS, {
+    "08-parameters": ("08-self-attention",),
+    "08-heads-divide": ("08-self-attention",),
+})
