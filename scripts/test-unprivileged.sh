@@ -18,7 +18,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The sandbox on its own, and the attack corpus through `grader grade` end to end.
-TESTS=(tests/test_sandbox.py tests/test_sandbox_redteam.py tests/redteam/test_attacks.py)
+TESTS=(tests/test_sandbox.py tests/test_sandbox_redteam.py tests/redteam/test_attacks.py
+       tests/redteam/test_forbidden.py tests/redteam/test_real_work.py)
 
 if [ "$(id -u)" -ne 0 ]; then
     exec "${PYTHON:-.venv/bin/python}" -m pytest -p no:cacheprovider -ra "${TESTS[@]}" "$@"
