@@ -231,3 +231,25 @@ def test_the_rule_names_lines_never_the_students_text():
     reason = source_rule("01")(b"import torch\nsecret = 1; y = torch.softmax(x, -1)\n")
     assert reason == "uses a forbidden built-in on line 2 (see the exercise README)"
     assert source_rule("01")(b"def softmax(x:\n") == "the module does not parse as Python"
+
+
+def test_an_observed_check_records_every_call_and_judges_values_first():
+    from grader.checks.forbidden import observed
+    from grader.checks.softmax import CHECKS
+
+    check = next(c for c in CHECKS if c.id == "01-large-scores")
+    calls = check.build_calls()
+    assert calls and all(c.probe == "coursekit.probes.dispatch:recorded_call" for c in calls)
+    x = torch.tensor([[1.0, 2.0, 3.0]])
+    results = {name: recorded_call_of(fn, x) for name, fn in [("manual", _manual), ("builtin", BUILT_INS["computed name"])]}
+    assert check.compare(results["manual"], results["manual"]) is None
+    assert "kernel ran" in check.compare(results["builtin"], results["manual"])
+    wrong = {"value": {"output": x, "input_unchanged": True}, "ops": results["builtin"]["ops"]}
+    assert check.compare(wrong, results["manual"]) == "wrong values"
+    assert observed(check, FAMILIES).compare("not a dict", results["manual"]) == "returned a result of an unexpected form"
+
+
+def recorded_call_of(fn, x):
+    from coursekit.probes.dispatch import recorded_call
+
+    return recorded_call(_module(fn), "coursekit.probes.softmax:softmax_output", {"x": x})

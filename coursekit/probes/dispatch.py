@@ -10,7 +10,7 @@ this module records, with two observers that see different layers:
 - a :class:`TorchDispatchMode`: the operators that reach the Python
   dispatch key, after composite operators are decomposed
   (``aten::softmax`` shows as ``aten::_softmax``);
-- the autograd profiler: the dispatcher's own ``RecordFunction`` hooks,
+- the autograd profiler (legacy, CPU): the dispatcher's own ``RecordFunction`` hooks,
   which see every operator by its schema name (composite ones included),
   backward kernels, and calls made with Python dispatch switched off
   (``torch._C._DisableTorchDispatch``).
@@ -28,12 +28,17 @@ from contextlib import contextmanager
 from types import ModuleType
 
 import torch
-from torch.autograd import profiler as _profiler
 from torch.utils._python_dispatch import TorchDispatchMode
 
 # Bound when the probe library is imported, before the student's module is:
-# rebinding the names on torch afterwards does not reach these.
-_PROFILE = _profiler.profile
+# rebinding the names on torch afterwards does not reach these. The legacy
+# profiler's own switches: the profiler context manager of this torch build
+# prints two lines on stderr per session, which would eat into the run's
+# output budget.
+_ENABLE = torch.autograd._enable_profiler_legacy
+_DISABLE = torch.autograd._disable_profiler_legacy
+_CPU_ONLY = torch.autograd.ProfilerConfig(torch.autograd.ProfilerState.CPU, False, False, False, False, False,
+                                          torch._C._profiler._ExperimentalConfig())
 _MODE_BASE = TorchDispatchMode
 _PROBE_NAME = re.compile(r"^coursekit\.probes(\.[A-Za-z_][A-Za-z0-9_]*)+:[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -87,13 +92,23 @@ def recording() -> Iterator[dict[str, list[str]]]:
     theirs to choose and prove nothing."""
     found: dict[str, list[str]] = {"dispatch": [], "profiler": []}
     recorder = _Recorder()
-    # The profiler's C++ side prints a start and a stop line on stderr:
-    # one session per probe call keeps that to two lines.
-    with _PROFILE(use_kineto=False) as profile:
+    _ENABLE(_CPU_ONLY)
+    events: list = []
+    try:
         with recorder:
             yield found
+    finally:
+        events = _DISABLE()
     found["dispatch"] = sorted(op for op in recorder.ops if op.startswith("aten::"))
-    found["profiler"] = sorted({e.name for e in profile.function_events if e.name.startswith("aten::")})
+    found["profiler"] = sorted({e.name() for thread in events for e in thread if e.name().startswith("aten::")})
+
+
+def _resolve(probe: str):
+    """Another probe of this library, by its ``module:function`` name."""
+    if not _PROBE_NAME.match(probe):
+        raise ValueError("not a probe of coursekit.probes")
+    module_name, _, function = probe.partition(":")
+    return getattr(importlib.import_module(module_name), function)
 
 
 def recorded(module: ModuleType, probe: str, cases: list[dict]) -> dict:
@@ -103,10 +118,7 @@ def recorded(module: ModuleType, probe: str, cases: list[dict]) -> dict:
     does not stop the others: what is judged here is which kernels ran, and
     another check judges the errors. A stub's NotImplementedError
     propagates: a stub has run nothing worth recording."""
-    if not _PROBE_NAME.match(probe):
-        raise ValueError("not a probe of coursekit.probes")
-    module_name, _, function = probe.partition(":")
-    inner = getattr(importlib.import_module(module_name), function)
+    inner = _resolve(probe)
     raised = 0
     with recording() as found:
         for kwargs in cases:
@@ -127,6 +139,17 @@ def canary(module: ModuleType) -> None:
     x = torch.arange(6, dtype=torch.float32).reshape(1, 2, 3)
     torch.softmax(x, dim=-1)
     torch.nn.functional.scaled_dot_product_attention(x, x, x)
+
+
+def recorded_call(module: ModuleType, probe: str, kwargs: dict) -> dict:
+    """One call of ``probe`` under :func:`recording`: ``{"value": what the
+    probe returned, "ops": what was recorded}``. Errors propagate. Checks
+    whose every call is recorded leave no unobserved call in which code that
+    notices the recorder could behave otherwise."""
+    inner = _resolve(probe)
+    with recording() as found:
+        value = inner(module, **kwargs)
+    return {"value": value, "ops": found}
 
 
 def all_ops(found: object) -> list[str] | None:

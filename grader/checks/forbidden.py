@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable
+from dataclasses import replace
 
 import torch
 
@@ -27,10 +28,11 @@ from grader.checks import Check, text
 from grader.sandbox import ProbeCall
 
 RECORDED = "coursekit.probes.dispatch:recorded"
+RECORDED_CALL = "coursekit.probes.dispatch:recorded_call"
 CANARY = "coursekit.probes.dispatch:canary"
 _FAMILY_WORDS = {SOFTMAX: "softmax", FUSED_ATTENTION: "fused attention (scaled_dot_product_attention)"}
 
-__all__ = ["no_forbidden_calls", "source_rule", "kernel_rule", "FUSED_ATTENTION", "SOFTMAX"]
+__all__ = ["no_forbidden_calls", "observed", "source_rule", "kernel_rule", "FUSED_ATTENTION", "SOFTMAX"]
 
 
 def _lines(uses: list[dict]) -> str:
@@ -86,6 +88,26 @@ def kernel_rule(families: tuple[str, ...]) -> Callable[[object, object], str | N
     return compare
 
 
+def observed(check: Check, families: tuple[str, ...]) -> Check:
+    """``check`` with each of its calls recorded (:func:`recorded_call`):
+    the values are compared as before, and no kernel of ``families`` may
+    run in any of them. Code that notices the recorder cannot run a
+    built-in in the calls that are not recorded: there are none."""
+    kernels, values = kernel_rule(families), check.compare
+
+    def wrap(built: list[ProbeCall]) -> list[ProbeCall]:
+        return [ProbeCall(RECORDED_CALL, {"probe": c.probe, "kwargs": c.kwargs}) for c in built]
+
+    def compare(submitted: object, expected: object) -> str | None:
+        if not isinstance(submitted, dict) or not isinstance(expected, dict):
+            return "returned a result of an unexpected form"
+        return values(submitted.get("value"), expected.get("value")) or kernels(submitted.get("ops"), expected.get("ops"))
+
+    variant_calls = check.variant_calls
+    return replace(check, calls=lambda gen: wrap(check.calls(gen)), compare=compare,
+                   variant_calls=None if variant_calls is None else lambda gen, sizes: wrap(variant_calls(gen, sizes)))
+
+
 def _recorded_calls(exercise_id: str, source_check: str) -> Callable[[torch.Generator], list[ProbeCall]]:
     """The calls of ``source_check`` (a check of the same exercise), each
     probe's calls grouped into one recorded call."""
@@ -98,6 +120,8 @@ def _recorded_calls(exercise_id: str, source_check: str) -> Callable[[torch.Gene
         (check,) = [c for c in checks if c.id == source_check]
         grouped: dict[str, list[dict]] = {}
         for call in check.calls(gen):
+            if call.probe == RECORDED_CALL:  # an observed() check's call: record what it wraps
+                call = ProbeCall(call.kwargs["probe"], call.kwargs["kwargs"])
             grouped.setdefault(call.probe, []).append(call.kwargs)
         return [*(ProbeCall(RECORDED, {"probe": probe, "cases": cases}) for probe, cases in grouped.items()),
                 ProbeCall(RECORDED, {"probe": CANARY, "cases": [{}]})]

@@ -2,14 +2,17 @@
 import torch
 
 from grader.checks import Check, all_of, no_forbidden_calls, plain_equal, tensors_close, text
+from grader.checks.forbidden import FUSED_ATTENTION, SOFTMAX, observed
 from grader.sandbox import ProbeCall
 
 OUTPUT = "coursekit.probes.softmax:softmax_output"
 GRADIENT = "coursekit.probes.softmax:softmax_gradient"
 NEG_INF = float("-inf")
 # Writing softmax is the exercise: code that runs a built-in softmax kernel
-# (or names one) earns nothing, whatever else it gets right.
+# (or names one) earns nothing, whatever else it gets right. Every call is
+# recorded, so no call can run one unseen.
 NO_BUILTIN = "01-no-forbidden-calls"
+KERNELS = (SOFTMAX, FUSED_ATTENTION)
 
 
 def _random_shape(gen: torch.Generator) -> tuple[int, ...]:
@@ -120,5 +123,6 @@ CHECKS = [
         compare=all_of(plain_equal("input_unchanged", reason="modified its input"), tensors_close("output")),
         seed=6,
     ),
-    no_forbidden_calls("01", requires=("01-random-shapes",), kernels=("softmax", "fused attention")),
+    no_forbidden_calls("01", requires=("01-random-shapes",), kernels=KERNELS),
 ]
+CHECKS = [check if check.id == NO_BUILTIN else observed(check, KERNELS) for check in CHECKS]

@@ -50,9 +50,10 @@ def test_submission_gets_its_expected_outcome(graded, name):
         assert all(v["passed"] for v in verdicts.values()), result
         return
     assert not verdicts[CHECK]["passed"] and expected["forbidden"] in verdicts[CHECK]["reason"], result
-    # Right in every value: the built-in is the only thing that cost points.
+    # Right in every value (values are compared before kernels): the
+    # built-in is the only thing that cost points, in every check.
     others = [v for check_id, v in verdicts.items() if check_id != CHECK]
-    assert all(v["reason"] == f"counts once {CHECK} passes" for v in others), result
+    assert all(v["reason"] in (f"counts once {CHECK} passes", verdicts[CHECK]["reason"]) for v in others), result
 
 
 def test_control_gets_full_marks(graded):
