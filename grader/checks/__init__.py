@@ -50,9 +50,11 @@ class Check:
     weight: float = 1.0
     pitfalls: tuple[str, ...] = ()
     seed: int = 0
-    # Checks that must pass for this one to count: a static check ("no
-    # built-in softmax") means nothing for code that does not work yet, and
-    # an untouched stub must score zero.
+    # Checks that must pass for this one to count (in any order; what is
+    # required is that behaviour, not its points): a static check ("no
+    # built-in softmax") means nothing for code that does not work yet, an
+    # untouched stub must score zero, and decoding, devices, dropout or
+    # structure pay only when the exercise's core behaviour works.
     requires: tuple[str, ...] = ()
     # A rule on the submitted bytes, judged in the grader's process (never
     # in the student's): None when they pass, else a fixed reason. The
@@ -308,4 +310,4 @@ class CheckPlan:
 
 
 # Last: it builds on Check.
-from grader.checks.forbidden import no_forbidden_calls  # noqa: E402
+from grader.checks.forbidden import FUSED_ATTENTION, no_forbidden_calls, observing  # noqa: E402,F401

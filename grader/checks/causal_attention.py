@@ -13,7 +13,7 @@ from collections.abc import Callable
 import torch
 
 from coursekit.probes import causal_attention as probe
-from grader.checks import requiring
+from grader.checks import FUSED_ATTENTION, observing, requiring
 from grader.checks import Check, Compare, all_of, no_forbidden_calls, plain_equal, tensors_close, text
 from grader.sandbox import ProbeCall
 
@@ -383,3 +383,7 @@ CHECKS = requiring(CHECKS, {
     "05-mask-buffer": ("05-full-length",),
     "05-to-device": ("05-full-length",),
 })
+
+# The exercise forbids scaled_dot_product_attention: every call is recorded,
+# and one that runs a fused attention kernel fails its check.
+CHECKS = observing(CHECKS, (FUSED_ATTENTION,))

@@ -32,7 +32,7 @@ RECORDED_CALL = "coursekit.probes.dispatch:recorded_call"
 CANARY = "coursekit.probes.dispatch:canary"
 _FAMILY_WORDS = {SOFTMAX: "softmax", FUSED_ATTENTION: "fused attention (scaled_dot_product_attention)"}
 
-__all__ = ["no_forbidden_calls", "observed", "source_rule", "kernel_rule", "FUSED_ATTENTION", "SOFTMAX"]
+__all__ = ["no_forbidden_calls", "observed", "observing", "source_rule", "kernel_rule", "FUSED_ATTENTION", "SOFTMAX"]
 
 
 def _lines(uses: list[dict]) -> str:
@@ -106,6 +106,12 @@ def observed(check: Check, families: tuple[str, ...]) -> Check:
     variant_calls = check.variant_calls
     return replace(check, calls=lambda gen: wrap(check.calls(gen)), compare=compare,
                    variant_calls=None if variant_calls is None else lambda gen, sizes: wrap(variant_calls(gen, sizes)))
+
+
+def observing(checks: list[Check], families: tuple[str, ...]) -> list[Check]:
+    """Every check but the no-forbidden-calls one :func:`observed`: an
+    exercise whose every call must run no kernel of ``families``."""
+    return [check if check.id.endswith("-no-forbidden-calls") else observed(check, families) for check in checks]
 
 
 def _recorded_calls(exercise_id: str, source_check: str) -> Callable[[torch.Generator], list[ProbeCall]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks import requiring
+from grader.checks import FUSED_ATTENTION, observing, requiring
 from grader.checks import Check, Compare, Figure, all_of, no_forbidden_calls, plain_equal, tensors_close, text
 from grader.sandbox import ProbeCall
 
@@ -347,3 +347,7 @@ FIGURES = [
 CHECKS = requiring(CHECKS, {
     "03-mask-devices": ("03-causal-mask", "03-padding-mask"),
 })
+
+# The exercise forbids scaled_dot_product_attention: every call is recorded,
+# and one that runs a fused attention kernel fails its check.
+CHECKS = observing(CHECKS, (FUSED_ATTENTION,))

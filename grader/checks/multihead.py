@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from coursekit.probes.multihead import random_weights
-from grader.checks import requiring
+from grader.checks import FUSED_ATTENTION, observing, requiring
 from grader.checks import (CallBuilder, Check, Compare, pick, all_of, no_forbidden_calls, plain_equal,
                            tensors_close, text)
 from grader.sandbox import ProbeCall
@@ -398,3 +398,7 @@ CHECKS = requiring(CHECKS, {
     "06-mha-state": ("06-mha-values",),
     "06-mha-longer-inputs": ("06-mha-values",),
 })
+
+# The exercise forbids scaled_dot_product_attention: every call is recorded,
+# and one that runs a fused attention kernel fails its check.
+CHECKS = observing(CHECKS, (FUSED_ATTENTION,))

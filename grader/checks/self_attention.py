@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks import requiring
+from grader.checks import FUSED_ATTENTION, observing, requiring
 from grader.checks import Check, Compare, all_of, no_forbidden_calls, plain_equal, tensor_dicts_close, tensors_close, text
 from grader.sandbox import ProbeCall
 
@@ -205,3 +205,7 @@ CHECKS = requiring(CHECKS, {
     "04-structure": ("04-unbatched",),
     "04-state-dict": ("04-unbatched",),
 })
+
+# The exercise forbids scaled_dot_product_attention: every call is recorded,
+# and one that runs a fused attention kernel fails its check.
+CHECKS = observing(CHECKS, (FUSED_ATTENTION,))

@@ -10,7 +10,7 @@ import torch
 
 from coursekit.probes.layers import (add_norm_parameter_shapes, attention_parameter_shapes,
                                      feed_forward_parameter_shapes, random_weights)
-from grader.checks import requiring
+from grader.checks import FUSED_ATTENTION, observing, requiring
 from grader.checks import Check, Compare, all_of, no_forbidden_calls, text
 from grader.checks import deep_close, error_type_equal, facts_equal
 from grader.sandbox import ProbeCall
@@ -329,3 +329,7 @@ CHECKS = requiring(CHECKS, {
     "08-parameters": ("08-self-attention",),
     "08-heads-divide": ("08-self-attention",),
 })
+
+# The exercise forbids scaled_dot_product_attention: every call is recorded,
+# and one that runs a fused attention kernel fails its check.
+CHECKS = observing(CHECKS, (FUSED_ATTENTION,))
