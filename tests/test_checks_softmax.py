@@ -165,10 +165,19 @@ def test_the_verdict_is_judged_against_the_reference_recording():
 
 
 @pytest.mark.parametrize("forged", [None, [], "aten::exp", {"dispatch": [], "profiler": ["aten::exp"]},
-                                    {"dispatch": ["aten::exp"]}, {"dispatch": [1], "profiler": [2]}])
+                                    {"dispatch": ["aten::exp"]}, {"dispatch": [1], "profiler": [2]},
+                                    {"profiler": "aten::exp"}])
 def test_a_recording_of_any_other_form_fails(forged):
     assert all_ops(forged) is None
     assert "could not be recorded" in kernel_rule(FAMILIES)(forged, _record("aten::exp"))
+
+
+def test_an_empty_recording_passes_only_where_the_reference_ran_nothing_either():
+    # A call whose probe only catches an error (a constructor that must
+    # raise) runs no operator, for the reference too.
+    empty = {"profiler": []}
+    assert all_ops(empty) == [] and kernel_rule(FAMILIES)(empty, {"profiler": []}) is None
+    assert "could not be recorded" in kernel_rule(FAMILIES)(empty, {"profiler": ["aten::exp"]})
 
 
 def test_the_verdict_never_repeats_the_recorded_names():

@@ -24,7 +24,7 @@ from __future__ import annotations
 import importlib
 import re
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from types import ModuleType
 
 import torch
@@ -84,14 +84,16 @@ class _Recorder(_MODE_BASE):
 
 
 @contextmanager
-def recording() -> Iterator[dict[str, list[str]]]:
+def recording(python_dispatch: bool = True) -> Iterator[dict[str, list[str]]]:
     """Record the ATen operators run inside the block. The dict it yields is
     filled on exit: ``{"dispatch": [...], "profiler": [...]}``, each a sorted
-    list of schema names (``aten::exp``). Only the ``aten`` namespace is kept:
-    names of the student's own autograd functions or profiler labels are
-    theirs to choose and prove nothing."""
-    found: dict[str, list[str]] = {"dispatch": [], "profiler": []}
-    recorder = _Recorder()
+    list of schema names (``aten::exp``); without ``python_dispatch``, the
+    profiler's alone (it sees all the mode sees, at a fraction of the cost:
+    the mode runs Python for every operator). Only the ``aten`` namespace is
+    kept: names of the student's own autograd functions or profiler labels
+    are theirs to choose and prove nothing."""
+    found: dict[str, list[str]] = {"profiler": []}
+    recorder = _Recorder() if python_dispatch else nullcontext()
     _ENABLE(_CPU_ONLY)
     events: list = []
     try:
@@ -99,7 +101,8 @@ def recording() -> Iterator[dict[str, list[str]]]:
             yield found
     finally:
         events = _DISABLE()
-    found["dispatch"] = sorted(op for op in recorder.ops if op.startswith("aten::"))
+    if python_dispatch:
+        found["dispatch"] = sorted(op for op in recorder.ops if op.startswith("aten::"))
     found["profiler"] = sorted({e.name() for thread in events for e in thread if e.name().startswith("aten::")})
 
 
@@ -137,8 +140,15 @@ def canary(module: ModuleType) -> None:
     both kernel families: a recorder that was switched off, replaced or
     taught to leave softmax out would not."""
     x = torch.arange(6, dtype=torch.float32).reshape(1, 2, 3)
-    torch.softmax(x, dim=-1)
-    torch.nn.functional.scaled_dot_product_attention(x, x, x)
+    # One thread: a module that used up the process's threads (a thread
+    # bomb) must not make the grader's own canary crash the run.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        torch.softmax(x, dim=-1)
+        torch.nn.functional.scaled_dot_product_attention(x, x, x)
+    finally:
+        torch.set_num_threads(threads)
 
 
 def recorded_call(module: ModuleType, probe: str, kwargs: dict) -> dict:
@@ -147,19 +157,21 @@ def recorded_call(module: ModuleType, probe: str, kwargs: dict) -> dict:
     whose every call is recorded leave no unobserved call in which code that
     notices the recorder could behave otherwise."""
     inner = _resolve(probe)
-    with recording() as found:
+    with recording(python_dispatch=False) as found:
         value = inner(module, **kwargs)
     return {"value": value, "ops": found}
 
 
 def all_ops(found: object) -> list[str] | None:
-    """Both observers' names together, or None when ``found`` is not what
-    :func:`recorded` returns or an observer saw nothing at all: a call that
-    did real work always runs some operator, so an empty record means the
-    recorder did not see the call (it was switched off or replaced)."""
-    if not isinstance(found, dict):
+    """Every observer's names together (empty when the call ran no operator,
+    as one that only raises an error may), or None when ``found`` is not
+    what :func:`recording` fills, or one observer saw operators and another
+    none: a sign that the recorder was switched off or replaced."""
+    if not isinstance(found, dict) or "profiler" not in found:
         return None
-    lists = [found.get("dispatch"), found.get("profiler")]
-    if not all(isinstance(names, list) and names and all(type(n) is str for n in names) for names in lists):
+    lists = [found[key] for key in ("dispatch", "profiler") if key in found]
+    if not all(isinstance(names, list) and all(type(n) is str for n in names) for names in lists):
         return None
-    return sorted({*lists[0], *lists[1]})
+    if any(lists) and not all(lists):
+        return None
+    return sorted(set().union(*lists))

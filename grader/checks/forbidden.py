@@ -74,7 +74,9 @@ def kernel_rule(families: tuple[str, ...]) -> Callable[[object, object], str | N
 
     def compare(submitted: object, expected: object) -> str | None:
         ops, reference_ops = all_ops(submitted), all_ops(expected)
-        if ops is None or reference_ops is None:
+        # None: malformed or inconsistent. Empty where the reference ran
+        # operators: the recorder did not see the call.
+        if ops is None or reference_ops is None or (reference_ops and not ops):
             return "the operators your code ran could not be recorded"
         mine, theirs = set(forbidden_kernels(ops, families)), set(forbidden_kernels(reference_ops, families))
         if mine - theirs:
