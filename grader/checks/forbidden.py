@@ -32,7 +32,7 @@ RECORDED_CALL = "coursekit.probes.dispatch:recorded_call"
 CANARY = "coursekit.probes.dispatch:canary"
 _FAMILY_WORDS = {SOFTMAX: "softmax", FUSED_ATTENTION: "fused attention (scaled_dot_product_attention)"}
 
-__all__ = ["no_forbidden_calls", "observed", "observing", "source_rule", "kernel_rule", "FUSED_ATTENTION", "SOFTMAX"]
+__all__ = ["no_forbidden_calls", "observed", "observing", "unwrapped", "source_rule", "kernel_rule", "FUSED_ATTENTION", "SOFTMAX"]
 
 
 def _lines(uses: list[dict]) -> str:
@@ -110,6 +110,14 @@ def observed(check: Check, families: tuple[str, ...]) -> Check:
                    variant_calls=None if variant_calls is None else lambda gen, sizes: wrap(variant_calls(gen, sizes)))
 
 
+def unwrapped(call: ProbeCall) -> ProbeCall:
+    """The probe call an :func:`observed` check's call records (the call
+    itself for any other): what tests that look at hidden inputs want."""
+    if call.probe == RECORDED_CALL:
+        return ProbeCall(call.kwargs["probe"], call.kwargs["kwargs"])
+    return call
+
+
 def observing(checks: list[Check], families: tuple[str, ...]) -> list[Check]:
     """Every check but the no-forbidden-calls one :func:`observed`: an
     exercise whose every call must run no kernel of ``families``."""
@@ -127,9 +135,7 @@ def _recorded_calls(exercise_id: str, source_check: str) -> Callable[[torch.Gene
         checks = importlib.import_module(f"grader.checks.{slug}").CHECKS
         (check,) = [c for c in checks if c.id == source_check]
         grouped: dict[str, list[dict]] = {}
-        for call in check.calls(gen):
-            if call.probe == RECORDED_CALL:  # an observed() check's call: record what it wraps
-                call = ProbeCall(call.kwargs["probe"], call.kwargs["kwargs"])
+        for call in map(unwrapped, check.calls(gen)):  # an observed() check's call: record what it wraps
             grouped.setdefault(call.probe, []).append(call.kwargs)
         return [*(ProbeCall(RECORDED, {"probe": probe, "cases": cases}) for probe, cases in grouped.items()),
                 ProbeCall(RECORDED, {"probe": CANARY, "cases": [{}]})]
