@@ -50,6 +50,13 @@ class World:
         self.env.update(HOME=str(self.home), PYTHONPATH=str(REPO), USER="instructor",
                         PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
         self.exchange_args = [f"--Exchange.root={self.exchange}", f"--course={course_id}"]
+        # nbconvert's templates live under the prefix it is installed in (a venv made
+        # with --system-site-packages or a worktree's venv does not have them).
+        import nbconvert
+
+        shared = Path(nbconvert.__file__).resolve().parents[4] / "share" / "jupyter"
+        if shared.is_dir():
+            self.env["JUPYTER_PATH"] = os.pathsep.join(filter(None, [str(shared), self.env.get("JUPYTER_PATH")]))
 
     def run(self, *args: str, cwd: Path) -> float:
         started = time.perf_counter()
@@ -118,6 +125,7 @@ def main() -> None:
             if not line.startswith("watching"):
                 raise SystemExit(f"grader watch did not start: {line}{watch.stderr.read()}")
             single_s = [submit_and_wait(s, w) for s, w in singles.items()]
+            print(f"  (singles: {', '.join(f'{x:.2f}' for x in single_s)} s)", flush=True)
             # nbgrader's cycle over the singles' submissions, before the burst is submitted
             # (the watch is idle meanwhile: it only looks at the inbound folder).
             cycle = {step: world.run("-m", "nbgrader", step, assignment.id, cwd=world.course_dir)
