@@ -119,21 +119,38 @@ def _causal(n: int) -> torch.Tensor:
 
 
 @torch.no_grad()
-def oracle_block(config: dict, weights: Weights, x: torch.Tensor) -> torch.Tensor:
-    """What ``GPTBlock(**config)`` with ``weights`` returns for ``x`` in eval mode."""
+def oracle_block(config: dict, weights: Weights, x: torch.Tensor, arrangement: str = "pre-norm") -> torch.Tensor:
+    """What ``GPTBlock(**config)`` with ``weights`` returns for ``x`` in eval
+    mode. Other ``arrangement``s of the same sublayers, to name a mistake:
+    ``"post-norm"`` (exercise 09's layer) and ``"residual-after-norm"``
+    (``x = norm1(x); x = x + attn(x)``, the same for the feed-forward)."""
     layer = torch_block(weights, config["d_model"], config["num_heads"])
-    return layer(x, src_mask=_causal(x.size(1)))
+    mask = _causal(x.size(1))
+    if arrangement == "pre-norm":
+        return layer(x, src_mask=mask)
+    attend = lambda h: layer._sa_block(h, mask, None)  # noqa: E731 - torch's own sublayers
+    if arrangement == "post-norm":
+        x = layer.norm1(x + attend(x))
+        return layer.norm2(x + layer._ff_block(x))
+    if arrangement == "residual-after-norm":
+        x = layer.norm1(x)
+        x = x + attend(x)
+        x = layer.norm2(x)
+        return x + layer._ff_block(x)
+    raise ValueError(f"unknown arrangement {arrangement!r}")
 
 
 @torch.no_grad()
-def oracle_logits(config: dict, weights: Weights, idx: torch.Tensor) -> torch.Tensor:
-    """What ``GPT(**config)`` with ``weights`` returns for ``idx`` in eval mode."""
+def oracle_logits(config: dict, weights: Weights, idx: torch.Tensor, final_norm: bool = True) -> torch.Tensor:
+    """What ``GPT(**config)`` with ``weights`` returns for ``idx`` in eval
+    mode (without ``final_norm``: what a model that forgets it returns)."""
     c = _full(config)
     n = idx.size(1)
     x = F.embedding(idx, weights["tok_emb.weight"]) + weights["pos_emb.weight"][:n]
     for i in range(c["num_layers"]):
         x = torch_block(weights, c["d_model"], c["num_heads"], f"blocks.{i}.")(x, src_mask=_causal(n))
-    x = F.layer_norm(x, (c["d_model"],), weights["final_norm.weight"], weights["final_norm.bias"])
+    if final_norm:
+        x = F.layer_norm(x, (c["d_model"],), weights["final_norm.weight"], weights["final_norm.bias"])
     return x @ weights["head.weight"].T
 
 
@@ -256,12 +273,13 @@ def tying(module: ModuleType, config: dict, seed: int, idx: torch.Tensor, upstre
     model = build(module, "GPT", config).to(torch.float64)
     load_weights(model, {k: v.to(torch.float64) for k, v in gpt_weights(config, seed).items()})
     model.train()
-    optimiser = torch.optim.SGD(model.parameters(), lr=lr)
+    optimiser = torch.optim.SGD(nn.Module.parameters(model), lr=lr)
     optimiser.zero_grad()
     (model(idx) * upstream).sum().backward()
     optimiser.step()
     return {"tok_emb": model.tok_emb.weight.detach().clone(), "head": model.head.weight.detach().clone(),
-            "n_parameters": sum(p.numel() for p in model.parameters()),
+            # nn.Module's own method: a model cannot say how it counts.
+            "n_parameters": sum(p.numel() for p in nn.Module.parameters(model)),
             "expected_n_parameters": expected_parameter_count(config)}
 
 
@@ -281,7 +299,9 @@ def gradients(module: ModuleType, config: dict, seed: int, idx: torch.Tensor, up
     load = load_weights(model, {k: v.to(torch.float64) for k, v in gpt_weights(config, seed).items()})
     model.train()
     (model(idx) * upstream).sum().backward()
-    return {"grads": {name: None if p.grad is None else p.grad.clone() for name, p in model.named_parameters()},
+    # Every name of a shared Parameter, whichever module registered it first.
+    named = model.named_parameters(remove_duplicate=False)
+    return {"grads": {name: None if p.grad is None else p.grad.clone() for name, p in named},
             "load": load}
 
 
