@@ -141,12 +141,14 @@ def oracle_block(config: dict, weights: Weights, x: torch.Tensor, arrangement: s
 
 
 @torch.no_grad()
-def oracle_logits(config: dict, weights: Weights, idx: torch.Tensor, final_norm: bool = True) -> torch.Tensor:
+def oracle_logits(config: dict, weights: Weights, idx: torch.Tensor, final_norm: bool = True,
+                  first_position: int = 0) -> torch.Tensor:
     """What ``GPT(**config)`` with ``weights`` returns for ``idx`` in eval
-    mode (without ``final_norm``: what a model that forgets it returns)."""
+    mode. To name a mistake: without ``final_norm``, or with positions
+    starting at ``first_position`` instead of 0."""
     c = _full(config)
     n = idx.size(1)
-    x = F.embedding(idx, weights["tok_emb.weight"]) + weights["pos_emb.weight"][:n]
+    x = F.embedding(idx, weights["tok_emb.weight"]) + weights["pos_emb.weight"][first_position:first_position + n]
     for i in range(c["num_layers"]):
         x = torch_block(weights, c["d_model"], c["num_heads"], f"blocks.{i}.")(x, src_mask=_causal(n))
     if final_norm:
@@ -321,6 +323,7 @@ def dropout_modes(module: ModuleType, config: dict, seed: int, idx: torch.Tensor
     outs = train_eval_outputs(model, lambda m: m(idx))
     return {"train_varies": not torch.equal(outs["train_0"], outs["train_1"]),
             "eval_repeatable": torch.equal(outs["eval_0"], outs["eval_1"]),
+            "hidden_lists": hidden_list_modules(model),  # .eval() does not reach them
             "eval_matches_oracle": bool(torch.allclose(outs["eval_0"], oracle_logits(config, weights, idx),
                                                        atol=1e-4, rtol=1e-4))}
 
