@@ -179,8 +179,10 @@ def _positions_hook(model: nn.Module, seen: dict):
         return None
 
     def hook(_module, args):
-        if args and isinstance(args[0], torch.Tensor):
-            seen["positions"] = args[0].detach().flatten().tolist()
+        if args and isinstance(args[0], torch.Tensor) and args[0].dim() >= 1:
+            # (n,) or one row per sequence, (b, n): report one row when they agree.
+            rows = {tuple(row) for row in args[0].detach().reshape(-1, args[0].shape[-1]).tolist()}
+            seen["positions"] = list(rows.pop()) if len(rows) == 1 else sorted(map(list, rows))
     return pos_emb.register_forward_pre_hook(hook)
 
 
