@@ -19,6 +19,8 @@ from types import ModuleType
 import torch
 from torch import nn
 import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_leaves
 
 from coursekit.probes.modules import hidden_list_modules, load_weights, train_eval_outputs
 from coursekit.probes.torch_oracles import mha_to_course
@@ -353,16 +355,36 @@ def structure(module: ModuleType, config: dict) -> dict:
             "blocks": stack}
 
 
+class _DeviceWatch(TorchFunctionMode):
+    """Notes every torch function called with tensors on two devices (0-dim
+    CPU tensors aside: a GPU accepts those). The meta device alone misses
+    some: ``F.embedding`` of a meta table at CPU positions runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mixed: list[str] = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        devices = {t.device.type for t in tree_leaves((args, kwargs))
+                   if isinstance(t, torch.Tensor) and not (t.device.type == "cpu" and t.dim() == 0)}
+        if len(devices) > 1:
+            self.mixed.append(getattr(func, "__name__", str(func)))
+        return func(*args, **kwargs)
+
+
 def device_forward(module: ModuleType, config: dict, idx: torch.Tensor) -> dict:
     """The model and ``idx`` on PyTorch's ``meta`` device (shapes, no data):
-    a tensor the forward creates without ``device=`` lands on the CPU and the
-    call fails, as it would on a GPU. Returns whether it ran and the shape."""
+    a tensor the forward creates without ``device=`` lands on the CPU, and
+    the call fails or mixes devices, as it would fail on a GPU. Returns
+    whether it ran on one device only, and the logits' shape."""
     model = build(module, "GPT", config).eval().to("meta")
+    watch = _DeviceWatch()
     try:
-        with torch.no_grad():
+        with torch.no_grad(), watch:
             out = model(idx.to("meta"))
     except NotImplementedError:
         raise
     except (RuntimeError, TypeError, ValueError, IndexError):
         return {"runs": False, "shape": None}
-    return {"runs": True, "shape": list(out.shape)}
+    return {"runs": not watch.mixed, "shape": list(out.shape)}

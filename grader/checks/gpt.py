@@ -200,7 +200,7 @@ CHECKS = [
         message=text("more tokens than context_length raise ValueError",
                      "token 数超过 context_length 时抛出 ValueError"),
         calls=_too_long_calls,
-        compare=error_type_equal("type"),
+        compare=error_type_equal(),
         requires=("12-logits",),
         seed=4,
     ),
