@@ -167,8 +167,20 @@ def _duplicates(ids: list[str]) -> set[str]:
     return {i for i in ids if ids.count(i) > 1}
 
 
+# "{name}" or "{name:.3f}": a placeholder, as exam questions use them.
+_PLACEHOLDER = re.compile(r"\{([A-Za-z_]\w*)(?:[:!][^{}]*)?\}")
+
+
+def _hint_placeholder_problems(course: Course) -> list[tuple[str, str]]:
+    """Hints are shown as written, with no variant to fill them: a
+    placeholder in one would reach students as "{vocab}"."""
+    return [(f"pitfalls[{i}].hint.{language}", f"placeholder {{{name}}} is never filled: hints are shown as written")
+            for i, pitfall in enumerate(course.pitfalls) for language in ("en", "zh")
+            for name in _PLACEHOLDER.findall(getattr(pitfall.hint, language))]
+
+
 def _cross_reference_problems(course: Course) -> list[tuple[str, str]]:
-    problems = []
+    problems = _hint_placeholder_problems(course)
     pitfall_ids = {p.id for p in course.pitfalls}
     exercise_ids = [e.id for e in course.exercises]
     for dup in _duplicates([p.id for p in course.pitfalls]):

@@ -3,7 +3,8 @@
 The public training test and the hidden check share :func:`copy_task`:
 teacher forcing for a couple of hundred steps, then greedy decoding of new
 sequences. Weights come from :func:`coursekit.probes.transformer.init_by_name`,
-so a submission and the reference start from the same model.
+so a submission and the reference start from the same model (``own_init``
+keeps the model's own initialisation instead, as a student's training would).
 """
 from __future__ import annotations
 
@@ -31,18 +32,29 @@ def copy_batch(gen: torch.Generator, batch: int, length: int, vocab: int = 11) -
 
 
 def copy_task(module: ModuleType, seed: int = 0, steps: int = 200, batch: int = 32, length: int = 8,
-              lr: float = 3e-3, n_test: int = 100) -> dict:
+              lr: float = 3e-3, n_test: int = 100, own_init: bool = False) -> dict:
     """Train a tiny Transformer (``COPY_CONFIG``) to copy its input, with
     teacher forcing and cross-entropy on ``forward``'s output, then
     ``greedy_decode`` ``n_test`` new sequences.
 
     Returns the training losses, the exact-match rate of the greedy outputs
     (every token and the END right), the per-token accuracy, two example
-    (source, output) pairs, the training time in seconds, and whether a
-    softmax without ``dim`` was called.
+    (source, output) pairs, the training time in seconds, whether a
+    softmax without ``dim`` was called, and the trained model (in eval mode).
+
+    With ``own_init`` the model keeps the weights its own ``__init__`` drew
+    (after ``torch.manual_seed(seed)``) instead of :func:`init_by_name`'s:
+    how a student trains a model outside the tests. The tests re-initialise,
+    so that the grade does not depend on an initialisation the contract
+    leaves open, and a submission and the reference start from the same weights.
     """
-    model = module.Transformer(**COPY_CONFIG)
-    init_by_name(model, seed)
+    if own_init:
+        with torch.random.fork_rng(devices=[]):  # leaves the caller's random state alone
+            torch.manual_seed(seed)
+            model = module.Transformer(**COPY_CONFIG)
+    else:
+        model = module.Transformer(**COPY_CONFIG)
+        init_by_name(model, seed)
     optimiser = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98))
     loss_fn = nn.CrossEntropyLoss(ignore_index=PAD)
     train_gen = torch.Generator().manual_seed(1_000 + seed)
@@ -79,6 +91,7 @@ def copy_task(module: ModuleType, seed: int = 0, steps: int = 200, batch: int = 
         "output_shape": list(out.shape) if isinstance(out, torch.Tensor) else None,
         "seconds": seconds,
         "implicit_softmax": implicit_softmax(caught),
+        "model": model,
     }
 
 

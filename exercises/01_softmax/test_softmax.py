@@ -9,10 +9,10 @@ NEG_INF = float("-inf")
 
 
 def test_matches_torch_on_a_vector(student):
-    # The attention scores of seed 001, section 2.2, for the query "journey".
+    # The attention scores of the README's worked example, for the query "journey".
     scores = torch.tensor([0.9544, 1.4950, 1.4754, 0.8434, 0.7070, 1.0865])
     result = softmax_output(student, scores)
-    expect.close(result["output"], torch.softmax(scores, dim=-1), what="softmax of the seed's six scores", atol=1e-4)
+    expect.close(result["output"], torch.softmax(scores, dim=-1), what="softmax of the README's six scores", atol=1e-4)
 
 
 def test_default_dim_is_the_last_one(student):

@@ -1,4 +1,4 @@
-"""Exercise 02: self-attention without trainable weights (seed 001, section 2.2).
+"""Exercise 02: self-attention without trainable weights (notes/01_attention.md §2).
 
 Every token of a sequence looks at every token of the same sequence: the
 dot products are the scores, a softmax over each row turns them into

@@ -51,9 +51,9 @@ def batched_input(what):
 
 def test_scores_of_the_seed_example(student):
     scores = call(student, "attention_scores", INPUTS)["output"]
-    expect.shape(scores, (6, 6), what="attention_scores of the seed's (6, 3) inputs")
+    expect.shape(scores, (6, 6), what="attention_scores of the README's (6, 3) inputs")
     expect.close(scores[1], JOURNEY_SCORES, atol=1e-4,
-                 what="row 1 of attention_scores(inputs): the query 'journey' against the six words (seed 001)")
+                 what="row 1 of attention_scores(inputs): the query 'journey' against the six words (README, worked example)")
 
 
 def test_scores_are_pairwise_dot_products(student):
@@ -104,10 +104,10 @@ def test_weights_of_batched_scores(student):
 
 def test_context_vector_of_journey(student):
     context = call(student, "context_vectors", INPUTS)["output"]
-    expect.shape(context, (6, 3), what="context_vectors of the seed's (6, 3) inputs")
+    expect.shape(context, (6, 3), what="context_vectors of the README's (6, 3) inputs")
     expect.close(context[1], JOURNEY_CONTEXT, atol=1e-4, pitfalls=["normalize-by-sum"],
-                 what="row 1 of context_vectors(inputs): z for the query 'journey' (seed 001)")
-    expect.close(context, simplified_attention(INPUTS), what="context_vectors of the seed's six words")
+                 what="row 1 of context_vectors(inputs): z for the query 'journey' (README, worked example)")
+    expect.close(context, simplified_attention(INPUTS), what="context_vectors of the README's six words")
 
 
 @pytest.mark.parametrize("shape", BATCH_SHAPES, ids=str)

@@ -237,8 +237,8 @@ def test_seed_001_causal_weights(student):
     q = scores * math.sqrt(6) / math.sqrt(2)
     result = attention_output(student, q, torch.eye(6), torch.eye(6), mask)
     expect_bool_mask(mask, (6, 6), "causal_mask(6)")
-    expect_pair(result, "seed 001's causal attention")
-    close(result["weights"], expected, what="the causal weights printed in seed 001, section 2.4", atol=1.5e-4,
+    expect_pair(result, "the README's causal worked example")
+    close(result["weights"], expected, what="the causal weights printed in the README's worked example", atol=1.5e-4,
           diagnose=lambda: mask_pitfalls(mask) or likely_pitfalls(result["weights"], q, torch.eye(6), mask)
           or SCORE_PITFALLS + MASK_PITFALLS)
 

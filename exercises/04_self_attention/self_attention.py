@@ -1,4 +1,4 @@
-"""Exercise 04: self-attention with trainable weights (seed 001, section 2.3).
+"""Exercise 04: self-attention with trainable weights (notes/01_attention.md §2-§3).
 
 Queries, keys and values are three learned linear projections of the same
 input; the output is softmax(Q K^T / sqrt(d_k)) V. Inputs are batch-first

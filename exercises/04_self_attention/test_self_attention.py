@@ -84,14 +84,14 @@ def test_seed_example_v1(student):
     result = forward_output(student, v1_weights(), INPUTS)
     check_loaded(result, "SelfAttention(3, 2)")
     expect.close(result["output"], V1_OUTPUT, atol=1e-4, pitfalls=["missing-scale"],
-                 what="output for the seed's six words with SelfAttention_v1's weights (seed 001, torch.manual_seed(123))")
+                 what="output for the README's six words with SelfAttention_v1's weights (README, torch.manual_seed(123))")
 
 
 def test_seed_example_v2(student):
     result = forward_output(student, V2_WEIGHTS, INPUTS)
     check_loaded(result, "SelfAttention(3, 2)")
     expect.close(result["output"], V2_OUTPUT, atol=1e-4, pitfalls=["missing-scale"],
-                 what="output for the seed's six words with SelfAttention_v2's weights (seed 001, torch.manual_seed(789))")
+                 what="output for the README's six words with SelfAttention_v2's weights (README, torch.manual_seed(789))")
 
 
 @pytest.mark.parametrize("batch,n,d_in,d_out,qkv_bias,scale", [

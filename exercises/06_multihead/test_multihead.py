@@ -44,12 +44,21 @@ def torch_multihead(x: torch.Tensor, weights: dict, num_heads: int) -> torch.Ten
     return output
 
 
-def per_head(x, weights, num_heads, *, prefix="", scale=None, split=None, merge=None, out_proj=True):
+def causal_heads(q, k, v, scale=None, softmax_dim=None):
+    """Causal attention of (b, h, n, hd) heads; with ``softmax_dim``, the
+    softmax over that dimension of the (b, h, n, n) scores instead of the keys'."""
+    if softmax_dim is None:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, scale=scale)
+    scores = q @ k.transpose(-2, -1) * (scale or q.size(-1) ** -0.5)
+    return torch.softmax(scores.masked_fill(causal(q.size(-2)), float("-inf")), dim=softmax_dim) @ v
+
+
+def per_head(x, weights, num_heads, *, prefix="", scale=None, split=None, merge=None, out_proj=True, softmax_dim=None):
     """Causal attention head by head with F.scaled_dot_product_attention.
     The keyword arguments reproduce known mistakes, to name them."""
     q, k, v = (F.linear(x, weights[f"{prefix}{n}.weight"], weights.get(f"{prefix}{n}.bias")) for n in probe.PROJECTIONS)
     split = split or (lambda t: torch.stack(t.chunk(num_heads, dim=-1), dim=1))
-    heads = F.scaled_dot_product_attention(split(q), split(k), split(v), is_causal=True, scale=scale)
+    heads = causal_heads(split(q), split(k), split(v), scale, softmax_dim)
     merged = merge(heads) if merge else torch.cat(heads.unbind(1), dim=-1)
     return F.linear(merged, weights["out_proj.weight"], weights["out_proj.bias"]) if out_proj else merged
 
@@ -65,6 +74,8 @@ def suspected(output, x, weights, num_heads) -> list[str]:
         "view-no-transpose": [per_head(x, weights, num_heads, split=lambda t: t.reshape(b, num_heads, n, hd))],
         "merge-wrong-order": [per_head(x, weights, num_heads, merge=lambda t: t.reshape(b, n, d))],
         "no-out-proj": [per_head(x, weights, num_heads, out_proj=False)],
+        # A dim copied from 3-D scores: over the queries of (b, h, n_q, n_k).
+        "softmax-wrong-dim": [per_head(x, weights, num_heads, softmax_dim=2)],
     }
     return [pid for pid, wrong in mistakes.items()
             if any(torch.allclose(output, w, atol=1e-5, rtol=1e-4) for w in wrong if w.shape == output.shape)]

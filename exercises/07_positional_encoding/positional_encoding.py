@@ -1,6 +1,6 @@
 """Exercise 07: sinusoidal positional encoding.
 
-Write the table of seed 002 (and of the paper), a module that adds it to its
+Write the table of the paper (notes/02_sequence_models.md §4), a module that adds it to its
 input, and the matrix that shifts every position by the same amount.
 See README.md for the formulas, shapes and a worked example.
 """

@@ -234,7 +234,7 @@ def test_shift_moves_every_row(student, delta):
 
 
 def test_shift_block_of_the_first_pair(student):
-    # Pair 0 has frequency 1, so its block is the seed's matrix with angle delta * 1.
+    # Pair 0 has frequency 1, so its block is the README's matrix with angle delta * 1.
     result = shift_matrix(student, 1, 4)
     c, s = math.cos(1.0), math.sin(1.0)
     expect.close(result[:2, :2], torch.tensor([[c, s], [-s, c]]),

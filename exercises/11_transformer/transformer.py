@@ -28,6 +28,11 @@ class Transformer(nn.Module):
       encoder       Encoder(num_encoder_layers, d_model, num_heads, d_ff, dropout)
       decoder       Decoder(num_decoder_layers, d_model, num_heads, d_ff, dropout)
       generator     nn.Linear(d_model, tgt_vocab): returns logits, no softmax
+
+    Initialise both embedding tables from N(0, 1/d_model)
+    (nn.init.normal_(..., std=d_model ** -0.5)): the sqrt(d_model) factor of
+    encode/decode then gives entries of size about 1, like the positional
+    encoding's (README.md, "The embedding scale and its init").
     """
 
     def __init__(self, src_vocab: int, tgt_vocab: int, d_model: int = 512, num_heads: int = 8,

@@ -30,6 +30,7 @@ from grader.checks.stacks import (
     padding,
     random_blocks,
 )
+from grader.checks.devices import device_check, placement_call
 from grader.sandbox import ProbeCall
 
 PROBES = "coursekit.probes.encoder"
@@ -103,6 +104,18 @@ def _structures(gen: torch.Generator, count: int, stack: bool) -> list[ProbeCall
             for _ in range(count)]
 
 
+def _placements(gen: torch.Generator) -> list[ProbeCall]:
+    """Forward passes on the meta device: a layer and a stack, with and
+    without a padding mask."""
+    calls = []
+    for cls, stack, kind in (("EncoderLayer", False, "padding"), ("Encoder", True, "padding"), ("Encoder", True, "none")):
+        config = layer_config(gen, stack)
+        batch, n = draw(gen, 1, 3), draw(gen, 2, 6)
+        x = torch.randn(batch, n, config["d_model"], generator=gen)
+        calls.append(placement_call(cls, config, x, _mask(gen, kind, batch, n)))
+    return calls
+
+
 CHECKS = [
     Check(
         id="09-layer-behaviour",
@@ -134,7 +147,7 @@ CHECKS = [
                      "EncoderLayer 使用填充掩码 (batch, 1, n)，包括整条序列都是填充的情况"),
         calls=lambda gen: _calls(gen, 6, "output", ("padding",)),
         compare=loaded_and_close(NAMES),
-        pitfalls=LAYER_PITFALLS,
+        pitfalls=(*LAYER_PITFALLS, "mask-not-passed"),
         seed=901,
     ),
     Check(
@@ -143,7 +156,7 @@ CHECKS = [
                      "EncoderLayer 使用形状为 (n, n) 与 (batch, n, n) 的掩码，包括整行被遮蔽的情况"),
         calls=lambda gen: _calls(gen, 4, "output", ("full",)),
         compare=loaded_and_close(NAMES),
-        pitfalls=LAYER_PITFALLS,
+        pitfalls=(*LAYER_PITFALLS, "mask-not-passed"),
         seed=902,
     ),
     Check(
@@ -265,5 +278,7 @@ CHECKS = [
         pitfalls=STACK_PITFALLS,
         seed=914,
     ),
+    device_check("09-device", _placements, owner="EncoderLayer and Encoder", pitfalls=("mask-cpu-loop", "plain-list-layers"),
+                 seed=916),
     no_forbidden_calls("09", requires=("09-layer-behaviour",)),
 ]

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 
 from grader.exams.answers_file import MAX_ANSWERS_BYTES, read_answers  # noqa: F401  (reading, with bounds)
 from grader.exams.expr import ExprError, Number, evaluate
+from grader.exams.normalise import normalise_short
 from grader.exams.questions import AnswerKey, ShownQuestion
 
 
@@ -41,10 +42,9 @@ def _text(value: object) -> str:
 
 
 def normalize_short(value: object) -> str:
-    """Case, spaces, full-width forms and trailing full stops do not matter."""
-    text = _text(value).casefold()
-    text = re.sub(r"\s+", "", text)
-    return text.strip("\"'`.。")
+    """Case, spaces, full-width forms, dashes for minus, quotes, surrounding
+    punctuation, articles and plurals do not matter (grader/exams/normalise.py)."""
+    return normalise_short(value)
 
 
 def parse_letters(value: object) -> list[str] | None:

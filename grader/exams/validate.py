@@ -167,9 +167,24 @@ def _draw_problems(course: Course, where: str, exam: Exam) -> Problems:
     return []
 
 
+def _unused_question_problems(course: Course) -> Problems:
+    """Questions that no exam asks yet, checked against every name some
+    exam's variant defines: a placeholder or expression that no variant (nor
+    the question's own params) defines would break the first exam to use it."""
+    asked = {qid for exam in course.exams for qid in exam.questions}
+    sizes = {name for exam in course.exams for name in exam.variant}
+    name = course.exam_settings.questions or "question bank"
+    problems: Problems = []
+    for qid, question in course.questions.items():
+        if qid not in asked:
+            problems += _question_problems(f"{name}: {qid} (in no exam yet):", question, sizes)
+    return problems
+
+
 def exam_problems(course: Course, root: Path, *, check_files: bool = True) -> Problems:
-    """Every problem of every exam (the bank is already loaded into ``course``)."""
+    """Every problem of every exam (the bank is already loaded into ``course``),
+    and of the bank's questions that no exam asks yet."""
     problems = [("exams", f"exam id {dup!r} is declared more than once") for dup in _duplicates([e.id for e in course.exams])]
     for i, exam in enumerate(course.exams):
         problems += _exam_problems(course, i, exam, root, check_files)
-    return problems
+    return problems + _unused_question_problems(course)

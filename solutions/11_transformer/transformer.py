@@ -28,6 +28,12 @@ class Transformer(nn.Module):
         # Logits, not probabilities: nn.CrossEntropyLoss applies log-softmax
         # itself, and argmax needs no softmax either.
         self.generator = nn.Linear(d_model, tgt_vocab)
+        # The paper's scale for embedding weights: N(0, 1/d_model), so that
+        # sqrt(d_model) * embedding has entries of size about 1, like the
+        # positional encoding's. PyTorch's default N(0, 1) would make them
+        # sqrt(d_model) times larger: the position drowns and training stalls.
+        for embedding in (self.src_embed, self.tgt_embed):
+            nn.init.normal_(embedding.weight, mean=0.0, std=d_model ** -0.5)
 
     def make_src_mask(self, src: torch.Tensor) -> torch.Tensor:
         """(b, 1, n_src) bool, True at padding: no query may attend to a padded source."""
@@ -41,9 +47,10 @@ class Transformer(nn.Module):
         return future | (tgt == self.pad_idx).unsqueeze(1)  # (b, n, n)
 
     def _embed(self, embedding: nn.Embedding, tokens: torch.Tensor) -> torch.Tensor:
-        # The paper scales embeddings by sqrt(d_model) so that they are not
-        # drowned by the positional encoding (seed 003 leaves this out). The
-        # encoding module returns x + PE already: use its output as it is.
+        # The paper scales embeddings by sqrt(d_model): with the N(0, 1/d_model)
+        # init of __init__ that gives entries of size about 1, the size of the
+        # positional encoding's (seed 003 leaves the factor out). The encoding
+        # module returns x + PE already: use its output as it is.
         return self.pos_encoding(embedding(tokens) * math.sqrt(self.d_model))  # (b, n, d_model)
 
     def encode(self, src: torch.Tensor) -> torch.Tensor:
