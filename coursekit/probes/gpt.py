@@ -19,8 +19,6 @@ from types import ModuleType
 import torch
 from torch import nn
 import torch.nn.functional as F
-from torch.overrides import TorchFunctionMode
-from torch.utils._pytree import tree_leaves
 
 from coursekit.probes.modules import hidden_list_modules, load_weights, train_eval_outputs
 from coursekit.probes.torch_oracles import mha_to_course
@@ -353,38 +351,3 @@ def structure(module: ModuleType, config: dict) -> dict:
             "children": {name: type(getattr(model, name, None)).__name__ for name in names},
             "head_bias": getattr(getattr(model, "head", None), "bias", None) is not None,
             "blocks": stack}
-
-
-class _DeviceWatch(TorchFunctionMode):
-    """Notes every torch function called with tensors on two devices (0-dim
-    CPU tensors aside: a GPU accepts those). The meta device alone misses
-    some: ``F.embedding`` of a meta table at CPU positions runs."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.mixed: list[str] = []
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        devices = {t.device.type for t in tree_leaves((args, kwargs))
-                   if isinstance(t, torch.Tensor) and not (t.device.type == "cpu" and t.dim() == 0)}
-        if len(devices) > 1:
-            self.mixed.append(getattr(func, "__name__", str(func)))
-        return func(*args, **kwargs)
-
-
-def device_forward(module: ModuleType, config: dict, idx: torch.Tensor) -> dict:
-    """The model and ``idx`` on PyTorch's ``meta`` device (shapes, no data):
-    a tensor the forward creates without ``device=`` lands on the CPU, and
-    the call fails or mixes devices, as it would fail on a GPU. Returns
-    whether it ran on one device only, and the logits' shape."""
-    model = build(module, "GPT", config).eval().to("meta")
-    watch = _DeviceWatch()
-    try:
-        with torch.no_grad(), watch:
-            out = model(idx.to("meta"))
-    except NotImplementedError:
-        raise
-    except (RuntimeError, TypeError, ValueError, IndexError):
-        return {"runs": False, "shape": None}
-    return {"runs": not watch.mixed, "shape": list(out.shape)}

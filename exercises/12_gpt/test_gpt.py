@@ -13,6 +13,7 @@ from coursekit import expect
 from coursekit.probes import gpt as probes
 from coursekit.probes import stacks
 from coursekit.probes.modules import load_weights
+from coursekit.probes.placement import forward_placement
 
 BLOCK = {"d_model": 8, "num_heads": 2, "context_length": 6}
 MODEL = {"vocab_size": 11, "context_length": 6, "d_model": 8, "num_heads": 2, "num_layers": 2}
@@ -236,10 +237,11 @@ def test_dropout_only_in_training(student):
 
 def test_runs_on_the_inputs_device(student):
     # PyTorch's meta device stands in for a GPU: a tensor created without
-    # device= lands on the CPU and the call fails, as it would on a GPU.
-    result = probes.device_forward(student, MODEL, tokens(14, 2, 6, MODEL["vocab_size"]))
-    expect.equal(result, {"runs": True, "shape": [2, 6, 11]},
-                 what="GPT and idx moved to the meta device: (runs, logits shape); create positions with device=idx.device")
+    # device= lands on the CPU and meets the inputs' device, as on a GPU.
+    result = forward_placement(student, "GPT", MODEL, [tokens(14, 2, 6, MODEL["vocab_size"])])
+    expect.equal(result["placement"], "ok",
+                 what="GPT and idx on the meta device: every tensor of the forward pass on idx's device "
+                      f"(create positions with device=idx.device) {result['detail']}".rstrip())
 
 
 def test_uses_no_builtin_attention(student):

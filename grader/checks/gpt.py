@@ -13,6 +13,7 @@ import torch
 
 from grader.checks import (Check, all_of, error_type_equal, no_forbidden_calls, plain_equal, tensor_dicts_close,
                            tensors_close, text)
+from grader.checks.devices import device_check, placement_call
 from grader.sandbox import ProbeCall
 
 PROBES = "coursekit.probes.gpt"
@@ -137,8 +138,7 @@ def _device_calls(gen: torch.Generator) -> list[ProbeCall]:
     calls = []
     for short in (False, True):
         config = model_config(gen)
-        calls.append(ProbeCall(f"{PROBES}:device_forward",
-                               {"config": config, "idx": _idx(gen, config, 2, _length(gen, config, short))}))
+        calls.append(placement_call("GPT", config, _idx(gen, config, 2, _length(gen, config, short))))
     return calls
 
 
@@ -270,18 +270,6 @@ CHECKS = [
         pitfalls=("plain-list-layers", "repeated-layer"),
         seed=9,
     ),
-    Check(
-        id="12-device",
-        weight=1,
-        message=text("every tensor the forward creates (positions) is on the inputs' device (checked on PyTorch's "
-                     "meta device, which stands in for a GPU)",
-                     "forward 中创建的张量（位置编号）都在输入所在的设备上（用 PyTorch 的 meta 设备代替 GPU 检查）"),
-        calls=_device_calls,
-        compare=all_of(plain_equal("runs", reason="a tensor is created on another device than the inputs'"),
-                       plain_equal("shape", reason="wrong shape")),
-        pitfalls=("plain-list-layers",),
-        requires=("12-logits",),
-        seed=10,
-    ),
+    device_check("12-device", _device_calls, owner="GPT", pitfalls=("plain-list-layers",), seed=10),
     no_forbidden_calls("12", requires=("12-logits",)),
 ]
