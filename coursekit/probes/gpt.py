@@ -21,6 +21,7 @@ from torch import nn
 import torch.nn.functional as F
 
 from coursekit.probes.modules import hidden_list_modules, load_weights, train_eval_outputs
+from coursekit.probes.placement import forward_placement
 from coursekit.probes.torch_oracles import mha_to_course
 
 Weights = dict[str, torch.Tensor]
@@ -351,3 +352,12 @@ def structure(module: ModuleType, config: dict) -> dict:
             "children": {name: type(getattr(model, name, None)).__name__ for name in names},
             "head_bias": getattr(getattr(model, "head", None), "bias", None) is not None,
             "blocks": stack}
+
+
+def placement(module: ModuleType, config: dict, idx: torch.Tensor) -> dict:
+    """:func:`coursekit.probes.placement.forward_placement` of ``GPT(**config)``
+    on ``idx``, plus the attributes that hide modules in plain lists: ``.to()``
+    leaves those on the CPU too, another mistake than a tensor made on the
+    CPU in ``forward``."""
+    found = forward_placement(module, "GPT", config, [idx])
+    return {**found, "hidden_lists": hidden_list_modules(build(module, "GPT", config))}

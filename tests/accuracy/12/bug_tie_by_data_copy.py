@@ -1,6 +1,7 @@
 #: expect: loses
 #: fails: [12-tying]
 #: hint: [tie-by-copy]
+#: not_hint: [final-norm-missing, plain-list-layers]
 #: about: ties by copying the embedding into the head's own weight with .data.copy_: equal at the start, two parameters after
 """A submission of exercise 12: the reference with the mistake its label describes."""
 import torch
