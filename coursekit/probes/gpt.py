@@ -123,8 +123,9 @@ def _causal(n: int) -> torch.Tensor:
 def oracle_block(config: dict, weights: Weights, x: torch.Tensor, arrangement: str = "pre-norm") -> torch.Tensor:
     """What ``GPTBlock(**config)`` with ``weights`` returns for ``x`` in eval
     mode. Other ``arrangement``s of the same sublayers, to name a mistake:
-    ``"post-norm"`` (exercise 09's layer) and ``"residual-after-norm"``
-    (``x = norm1(x); x = x + attn(x)``, the same for the feed-forward)."""
+    ``"post-norm"`` (exercise 09's layer), ``"residual-after-norm"``
+    (``x = norm1(x); x = x + attn(x)``, the same for the feed-forward) and
+    ``"gelu-tanh"`` (pre-norm with GPT-2's approximate GELU)."""
     layer = torch_block(weights, config["d_model"], config["num_heads"])
     mask = _causal(x.size(1))
     if arrangement == "pre-norm":
@@ -133,6 +134,10 @@ def oracle_block(config: dict, weights: Weights, x: torch.Tensor, arrangement: s
     if arrangement == "post-norm":
         x = layer.norm1(x + attend(x))
         return layer.norm2(x + layer._ff_block(x))
+    if arrangement == "gelu-tanh":
+        layer.activation = lambda h: F.gelu(h, approximate="tanh")
+        x = x + attend(layer.norm1(x))
+        return x + layer._ff_block(layer.norm2(x))
     if arrangement == "residual-after-norm":
         x = layer.norm1(x)
         x = x + attend(x)

@@ -43,7 +43,8 @@ def block_config(d_model: int, num_heads: int, context_length: int, qkv_bias: bo
 def block_mistakes(config: dict, weights: dict, x: torch.Tensor, got: torch.Tensor):
     """Which other arrangement of the same sublayers your output equals."""
     def diagnose():
-        for arrangement, pitfall in (("post-norm", "post-norm-block"), ("residual-after-norm", "residual-after-norm")):
+        for arrangement, pitfall in (("post-norm", "post-norm-block"), ("residual-after-norm", "residual-after-norm"),
+                                     ("gelu-tanh", "gelu-tanh")):
             if torch.allclose(got, probes.oracle_block(config, weights, x, arrangement), atol=1e-5):
                 yield pitfall
     return diagnose

@@ -1,6 +1,5 @@
 #: expect: loses
 #: fails: [12-short-inputs]
-#: hint: [pos-emb-positions]
 #: not_hint: [final-norm-missing, tie-by-copy]
 #: about: positions counted from the end of the context (context_length - n .. context_length - 1), as if every input filled it
 """A submission of exercise 12: the reference with the mistake its label describes."""

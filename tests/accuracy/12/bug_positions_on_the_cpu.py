@@ -1,6 +1,5 @@
 #: expect: loses
 #: fails: [12-device]
-#: hint: [pos-emb-positions]
 #: not_hint: [plain-list-layers]
 #: about: positions made with torch.arange(n) and no device=: on a GPU the lookup meets CPU indices
 """A submission of exercise 12: the reference with the mistake its label describes."""
