@@ -20,9 +20,9 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-from coursekit.probes.modules import hidden_list_modules, load_weights, train_eval_outputs
+from coursekit.probes.modules import (hidden_list_modules, load_weights, own_named_parameters, train_eval_outputs,
+                                      walk_modules)
 from coursekit.probes.placement import forward_placement
-from coursekit.probes.torch_oracles import mha_to_course
 
 Weights = dict[str, torch.Tensor]
 
@@ -162,17 +162,19 @@ def oracle_logits(config: dict, weights: Weights, idx: torch.Tensor, final_norm:
     return x @ weights["head.weight"].T
 
 
-def course_weights_from_torch(layer: nn.TransformerEncoderLayer, prefix: str = "") -> Weights:
-    """The inverse of :func:`torch_block` (with q/k/v biases)."""
-    state = layer.state_dict()
-    out = {f"attn.{k}": v for k, v in mha_to_course(state, "self_attn.").items()}
-    out |= {"ff.0.weight": state["linear1.weight"], "ff.0.bias": state["linear1.bias"],
-            "ff.2.weight": state["linear2.weight"], "ff.2.bias": state["linear2.bias"]}
-    out |= {k: v for k, v in state.items() if k.startswith("norm")}
-    return {prefix + k: v.detach().clone() for k, v in out.items()}
-
-
 # --- probes ------------------------------------------------------------------
+# What a model registers is read from nn.Module's own tables (the
+# ``own_*`` walkers), never from methods a submission could override.
+
+def parameters_by_every_name(model: nn.Module) -> dict[str, nn.Parameter]:
+    """Every parameter under every name ``state_dict()`` would give it: a
+    tied matrix appears as ``tok_emb.weight`` and ``head.weight``."""
+    found = {}
+    for prefix, sub in walk_modules(model, dedupe=False):
+        table = object.__getattribute__(sub, "__dict__").get("_parameters") or {}  # nn.Module's own table
+        found |= {f"{prefix}{'.' if prefix else ''}{name}": p for name, p in table.items() if p is not None}
+    return found
+
 
 def build(module: ModuleType, cls: str, config: dict) -> nn.Module:
     return getattr(module, cls)(**config)
@@ -283,13 +285,13 @@ def tying(module: ModuleType, config: dict, seed: int, idx: torch.Tensor, upstre
     model = build(module, "GPT", config).to(torch.float64)
     load_weights(model, {k: v.to(torch.float64) for k, v in gpt_weights(config, seed).items()})
     model.train()
-    optimiser = torch.optim.SGD(nn.Module.parameters(model), lr=lr)
+    distinct = [p for _, p in own_named_parameters(model)]  # a shared Parameter once
+    optimiser = torch.optim.SGD(distinct, lr=lr)
     optimiser.zero_grad()
     (model(idx) * upstream).sum().backward()
     optimiser.step()
     return {"tok_emb": model.tok_emb.weight.detach().clone(), "head": model.head.weight.detach().clone(),
-            # nn.Module's own method: a model cannot say how it counts.
-            "n_parameters": sum(p.numel() for p in nn.Module.parameters(model)),
+            "n_parameters": sum(p.numel() for p in distinct),
             "expected_n_parameters": expected_parameter_count(config)}
 
 
@@ -310,7 +312,7 @@ def gradients(module: ModuleType, config: dict, seed: int, idx: torch.Tensor, up
     model.train()
     (model(idx) * upstream).sum().backward()
     # Every name of a shared Parameter, whichever module registered it first.
-    named = model.named_parameters(remove_duplicate=False)
+    named = parameters_by_every_name(model).items()
     return {"grads": {name: None if p.grad is None else p.grad.clone() for name, p in named},
             "load": load}
 
@@ -342,7 +344,6 @@ def structure(module: ModuleType, config: dict) -> dict:
     sub-modules, and the ``blocks`` stack: container type, length, how many
     distinct objects."""
     model = build(module, "GPT", config)
-    buffers = {name for name, _ in model.named_buffers()}
     blocks = getattr(model, "blocks", None)
     stack = None
     if isinstance(blocks, (list, tuple, nn.ModuleList, nn.Sequential)):
@@ -352,7 +353,7 @@ def structure(module: ModuleType, config: dict) -> dict:
     elif blocks is not None:
         stack = {"type": type(blocks).__name__}
     names = ("tok_emb", "pos_emb", "drop", "blocks", "final_norm", "head")
-    return {"parameters": {k: list(v.shape) for k, v in model.state_dict().items() if k not in buffers},
+    return {"parameters": {k: list(p.shape) for k, p in parameters_by_every_name(model).items()},
             "hidden_lists": hidden_list_modules(model),
             "children": {name: type(getattr(model, name, None)).__name__ for name in names},
             "head_bias": getattr(getattr(model, "head", None), "bias", None) is not None,
