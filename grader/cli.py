@@ -312,7 +312,7 @@ def push_nbgrader(
 ) -> None:
     """Write our scores into nbgrader's gradebook so formgrader shows them."""
     from grader.release.common import ReleaseError
-    from grader.release.nbgrader import push_scores
+    from grader.release.nbgrader import next_steps, push_scores
 
     loaded = _release_course(course)
     try:
@@ -323,6 +323,10 @@ def push_nbgrader(
     for line in report.skipped:
         typer.echo(f"skipped {line}", err=True)
     typer.echo(f"{nbgrader_db}: {report.notebooks} notebook score(s) of {report.students} student(s) pushed")
+    steps, warnings = next_steps(nbgrader_db.resolve().parent, assignment)
+    for line in warnings:
+        typer.echo(line, err=True)
+    typer.echo("\n".join(steps))
 
 
 # ---------------------------------------------------------------- exams (issue 8)

@@ -85,7 +85,7 @@ def write_student_assignment(course: Course, exam: Exam, entry: RosterEntry, var
         exercise = course.exercise(item.id)
         notebook = build_notebook(course, exercise, root, with_solution=True, tests=exam_tests(exercise, root),
                                   points=item.points, variant=variant.public(),
-                                  intro=intro(exam, exercise, item.points, variant, entry))
+                                  intro=intro(exam, exercise, item.points, variant, entry), graded_tests=True)
         write_notebook(notebook, folder / f"{exercise.folder}.ipynb")
         copy_shipped(course, exercise, root, folder)
     write_exam_files(folder, course, exam, variant, entry, shown_questions(course, exam, variant), notebooks=True)

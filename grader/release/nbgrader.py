@@ -26,7 +26,7 @@ from pathlib import Path
 
 from grader.course import Assignment, Course, Exercise
 from grader.release.common import (
-    ReleaseError, answer_cell_id, available_exercises, notebook_name, split_points, graded_cell_id,
+    ReleaseError, answer_cell_id, available_exercises, grade_cell_id, notebook_name,
 )
 
 CONFIG_TEMPLATE = '''\
@@ -152,8 +152,6 @@ def _ensure_structure(gb, course: Course, assignment: Assignment, root: Path) ->
     having seen the source); existing ones are used as they are."""
     from nbgrader.api import MissingEntry
 
-    from grader.release.notebooks import public_tests
-
     gb.update_or_create_assignment(assignment.id)
     for exercise in available_exercises(course, root, assignment.exercises):
         name = notebook_name(exercise)
@@ -163,9 +161,8 @@ def _ensure_structure(gb, course: Course, assignment: Assignment, root: Path) ->
         except MissingEntry:
             gb.add_notebook(name, assignment.id)
         gb.add_solution_cell(answer_cell_id(exercise), name, assignment.id)
-        tests = public_tests(exercise, root)
-        for test, points in zip(tests, split_points(exercise.points, len(tests))):
-            gb.add_grade_cell(graded_cell_id(exercise, test), name, assignment.id, max_score=points, cell_type="code")
+        gb.add_task_cell(grade_cell_id(exercise), name, assignment.id, max_score=float(exercise.points),
+                         cell_type="markdown")
 
 
 def _distribute(total: float, maxima: list[float]) -> list[float]:
@@ -185,19 +182,79 @@ def alembic_on_path() -> None:
         os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
 
 
+def stale_feedback(course_dir: Path, assignment_id: str) -> list[str]:
+    """Students whose nbgrader feedback for the assignment exists already:
+    it was generated from the gradebook before this push and shows the old
+    scores until ``generate_feedback --force`` rewrites it (without
+    ``--force`` nbgrader skips it: the autograded notebook is not newer)."""
+    root = course_dir / "feedback"
+    if not root.is_dir():
+        return []
+    return sorted(p.parent.name for p in root.glob(f"*/{assignment_id}") if p.is_dir() and any(p.glob("*.html")))
+
+
+def next_steps(course_dir: Path, assignment_id: str) -> tuple[list[str], list[str]]:
+    """What to run after a push (lines), and warnings: feedback already
+    generated shows the old scores."""
+    stale = stale_feedback(course_dir, assignment_id)
+    warnings = [f"warning: nbgrader feedback of {len(stale)} student(s) ({', '.join(stale[:5])}"
+                f"{', ...' if len(stale) > 5 else ''}) was generated before this push and shows the old "
+                "scores: regenerate it with --force"] if stale else []
+    steps = [f"next: cd {course_dir} && nbgrader generate_feedback {assignment_id} --force "
+             f"&& nbgrader release_feedback {assignment_id}",
+             "  (generate_feedback reads the scores and comments pushed here: run it after every push)"]
+    return steps, warnings
+
+
+def _write_grade(gb, course: Course, exercise: Exercise, record, assignment_id: str, student: str) -> None:
+    """The score and feedback of one notebook: on its grade cell (a task
+    cell, see grader/release/notebooks.py) when it has one; else, for a
+    course directory generated before grade cells existed, spread over the
+    graded test cells in proportion to their points."""
+    from nbgrader.api import MissingEntry
+
+    from grader.handback import exercise_markdown
+
+    name = notebook_name(exercise)
+    notebook = gb.find_submission_notebook(name, assignment_id, student)
+    fraction = record.points / record.max_points if record.max_points else 0.0
+    comment_on = grade_cell_id(exercise)
+    grades = {g.cell.name: g for g in notebook.grades}
+    if comment_on in grades:
+        grade = grades[comment_on]
+        grade.manual_score = round(fraction * float(grade.max_score), 2)
+        grade.needs_manual_grade = False
+    else:
+        comment_on = answer_cell_id(exercise)
+        ordered = sorted(notebook.grades, key=lambda g: g.cell.name)
+        maxima = [float(g.max_score) for g in ordered]
+        for grade, score in zip(ordered, _distribute(fraction * sum(maxima), maxima)):
+            grade.manual_score = score
+            grade.needs_manual_grade = False
+    try:
+        comment = gb.find_comment(comment_on, name, assignment_id, student)
+    except MissingEntry:
+        return  # no comment cell recorded: the score is there all the same
+    # Fixed texts only: check messages, reasons and hints, never a verdict's instructor_detail.
+    comment.manual_comment = exercise_markdown(course, exercise, record)
+
+
 def push_scores(course: Course, grades_db: Path, nbgrader_db: Path, assignment_id: str, root: Path) -> PushReport:
     """Write the newest result of each (student, exercise) of the assignment
     into nbgrader's gradebook at ``nbgrader_db``.
 
-    Each notebook's score is spread over its grade cells in proportion to
-    their points, as ``manual_score``: nbgrader counts a manual score
-    instead of its own auto score (the public tests' result), so formgrader
-    shows ours, and a later ``nbgrader autograde`` does not overwrite it.
-    The answer cell's comment says where the score comes from."""
+    Each notebook's score goes to its grade cell as ``manual_score``:
+    nbgrader counts a manual score instead of its own, so formgrader shows
+    ours, and a later ``nbgrader autograde`` does not overwrite it. The
+    grade cell's comment is the student's feedback: every check with its
+    points, the cause, and the hints (grader/handback.py).
+
+    ``nbgrader generate_feedback`` must run after this (with ``--force`` if
+    it ran before): the caller warns about feedback already generated
+    (:func:`stale_feedback`)."""
     from nbgrader.api import Gradebook as NbGradebook
     from nbgrader.api import MissingEntry
 
-    from grader.feedback import beyond_status, status_text
     from grader.gradebook import Gradebook
 
     assignments = {a.id: a for a in course.assignments}
@@ -222,26 +279,11 @@ def push_scores(course: Course, grades_db: Path, nbgrader_db: Path, assignment_i
             for record in (r for r in records if r.key.student == student):
                 exercise = course.exercise(record.key.exercise)
                 try:
-                    notebook = gb.find_submission_notebook(notebook_name(exercise), assignment_id, student)
+                    _write_grade(gb, course, exercise, record, assignment_id, student)
                 except MissingEntry:
                     report.skipped.append(f"{student}/{exercise.folder}: no such notebook in nbgrader's "
                                           f"assignment {assignment_id!r}")
                     continue
-                grades = sorted(notebook.grades, key=lambda g: g.cell.name)
-                maxima = [float(g.max_score) for g in grades]
-                fraction = record.points / record.max_points if record.max_points else 0.0
-                for grade, score in zip(grades, _distribute(fraction * sum(maxima), maxima)):
-                    grade.manual_score = score
-                    grade.needs_manual_grade = False
-                try:
-                    comment = gb.find_comment(answer_cell_id(exercise), notebook_name(exercise), assignment_id, student)
-                    # Fixed texts only: status words and the recorded cause, never a verdict's instructor_detail.
-                    words, reason = status_text(record.status), beyond_status(record.status, record.reason)
-                    comment.manual_comment = (f"Course grader (hidden checks, course version {course.course.version}): "
-                                              f"{record.points:g}/{record.max_points:g}, {words.en} / {words.zh}"
-                                              + (f": {reason}" if reason else ""))
-                except MissingEntry:
-                    pass  # no answer cell recorded: the score is there all the same
                 report.notebooks += 1
             gb.db.commit()
     return report

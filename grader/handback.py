@@ -1,0 +1,138 @@
+"""Feedback handed back to students outside the HTML report: the markdown
+comment ``grader push nbgrader`` writes into nbgrader's gradebook (shown by
+``nbgrader generate_feedback``) and the per-student folders of
+``grader feedback OUT``.
+
+Both say what a student's page says (grader/report/feedback.py): every
+check with its points, the cause that broke the run, the confirmed
+mistakes first and at most two possible ones, in English and Chinese.
+Only recorded, student-facing fields are read (messages, reasons, hints),
+never a verdict's ``instructor_detail``. nbgrader renders a comment as
+markdown, which lets raw HTML through: every text is HTML-escaped here.
+"""
+from __future__ import annotations
+
+import html
+import shutil
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from grader.course import Course, Exercise
+from grader.feedback import beyond_status, status_text
+from grader.gradebook import Record
+
+
+def points(value: float) -> str:
+    """Points as people write them: at most two decimals, no float noise
+    (64.99999999999996 -> 65)."""
+    return f"{round(value, 2):.2f}".rstrip("0").rstrip(".")
+
+
+def _esc(text: object) -> str:
+    # Escaped for HTML, and markdown's emphasis/code marks made literal.
+    return html.escape(str(text)).replace("*", "&#42;").replace("_", "&#95;").replace("`", "&#96;")
+
+
+def _message(verdict: dict) -> tuple[str, str]:
+    message = verdict.get("message") or {}
+    if isinstance(message, dict):
+        return str(message.get("en", verdict["check_id"])), str(message.get("zh", ""))
+    return str(message), ""
+
+
+def exercise_markdown(course: Course, exercise: Exercise, record: Record) -> str:
+    """The feedback on one exercise as markdown: the score, the cause, the
+    hints (confirmed, then possible) and every check with its points."""
+    from grader.report.feedback import exercise_feedback
+
+    hints = {p.id: p.hint for p in course.pitfalls}
+    words = status_text(record.status)
+    lines = [f"**Course grader · 课程评分 (course version {_esc(course.course.version)})**: "
+             f"{points(record.points)} / {points(record.max_points)} points · 分, {_esc(words.en)} · {_esc(words.zh)}"]
+    if reason := beyond_status(record.status, record.reason):
+        lines.append(f"\n{_esc(reason)}")
+    view = exercise_feedback(record, hints)
+    for mistake in view.confirmed:
+        hint = hints[mistake.pitfall_id]
+        lines.append(f"\n**Confirmed mistake · 已确认的错误** [{_esc(mistake.pitfall_id)}], on "
+                     f"{_esc(', '.join(mistake.checks))}: {_esc(hint.en)}<br>{_esc(hint.zh)}")
+    for mistake in view.possible:
+        hint = hints[mistake.pitfall_id]
+        lines.append(f"\n**Possible mistake · 可能的错误** [{_esc(mistake.pitfall_id)}] (fails "
+                     f"{_esc(', '.join(mistake.checks))} the same way; it may not be yours · 不一定是你的错误): "
+                     f"{_esc(hint.en)}<br>{_esc(hint.zh)}")
+    if view.quiet:
+        return "\n".join(lines) + "\n"
+    lines.append("\n**Checks · 检查项**\n")
+    for verdict in record.verdicts:
+        en, zh = _message(verdict)
+        mark = "✓ passed · 通过" if verdict["passed"] else "✗ failed · 未通过"
+        line = (f"- {mark} — {_esc(en)}" + (f" · {_esc(zh)}" if zh else "")
+                + f" ({_esc(verdict['check_id'])}: {points(verdict.get('points', 0.0))} / "
+                f"{points(verdict.get('max_points', 0.0))})")
+        if not verdict["passed"] and verdict.get("reason"):
+            line += f"<br>{_esc(verdict['reason'])}"
+        tags = [f"{'matches' if how == 'confirmed' else 'possibly'} [{p}]" for how, p in view.tags.get(verdict["check_id"], [])]
+        if tags:
+            line += f" ({_esc('; '.join(tags))})"
+        lines.append(line)
+    return "\n".join(lines) + "\n"
+
+
+# --- grader feedback OUT: one folder (or zip) per student ----------------------
+
+@dataclass
+class HandBack:
+    out: Path
+    students: list[str] = field(default_factory=list)
+    zips: list[Path] = field(default_factory=list)
+
+
+def write_student_folders(course: Course, records: list[Record], out: Path, *, zipped: bool = False,
+                          exam_records: list | None = None) -> HandBack:
+    """``out/<student>/``: ``index.html`` (their page, figures inline),
+    ``feedback.md`` (the same results in markdown, both languages) and, for
+    an exam, ``exam-<id>.html``; with ``zipped``, ``out/<student>.zip``
+    instead of the folder. Nothing of another student is in a folder: the
+    page is written alone, without the class overview."""
+    from grader.exams.records import is_exam_row
+    from grader.report.html import page_name, write_html_report
+
+    out.mkdir(parents=True, exist_ok=True)
+    result = HandBack(out)
+    by_student: dict[str, list[Record]] = {}
+    for record in records:
+        by_student.setdefault(record.key.student, []).append(record)
+    work = out / ".build"
+    for student, rows in sorted(by_student.items()):
+        shutil.rmtree(work, ignore_errors=True)
+        # The whole class's rows give the class means on the page's figure;
+        # only this student's page is kept.
+        write_html_report(course, records, work, students_only=[student])
+        name = page_name(student)
+        folder = out / name
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir()
+        page = (work / "students" / f"{name}.html").read_text(encoding="utf-8")
+        (folder / "index.html").write_text(page.replace('href="../index.html"', 'href="#"'), encoding="utf-8")
+        exercise_rows = sorted((r for r in rows if not is_exam_row(course, r.key.exercise)), key=lambda r: r.key.exercise)
+        text = [f"# {student}: {course.course.title.en} · {course.course.title.zh}\n"]
+        for record in exercise_rows:
+            exercise = course.exercise(record.key.exercise)
+            text.append(f"## {exercise.id} · {exercise.title.en} · {exercise.title.zh}\n")
+            text.append(exercise_markdown(course, exercise, record))
+        (folder / "feedback.md").write_text("\n".join(text), encoding="utf-8")
+        for exam_page in (exam_records or []):
+            if exam_page.get("student") == student:
+                (folder / f"exam-{exam_page['exam']}.html").write_text(exam_page["html"], encoding="utf-8")
+        result.students.append(student)
+        if zipped:
+            archive = out / f"{name}.zip"
+            with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+                for path in sorted(folder.rglob("*")):
+                    zf.write(path, f"{name}/{path.relative_to(folder)}")
+            shutil.rmtree(folder)
+            result.zips.append(archive)
+    shutil.rmtree(work, ignore_errors=True)
+    return result
