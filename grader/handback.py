@@ -89,13 +89,12 @@ class HandBack:
     zips: list[Path] = field(default_factory=list)
 
 
-def write_student_folders(course: Course, records: list[Record], out: Path, *, zipped: bool = False,
-                          exam_records: list | None = None) -> HandBack:
+def write_student_folders(course: Course, records: list[Record], out: Path, *, zipped: bool = False) -> HandBack:
     """``out/<student>/``: ``index.html`` (their page, figures inline),
-    ``feedback.md`` (the same results in markdown, both languages) and, for
-    an exam, ``exam-<id>.html``; with ``zipped``, ``out/<student>.zip``
-    instead of the folder. Nothing of another student is in a folder: the
-    page is written alone, without the class overview."""
+    ``feedback.md`` (the same results in markdown, both languages); an exam's
+    total row among ``records`` shows on the page. With ``zipped``,
+    ``out/<student>.zip`` instead of the folder. Nothing of another student
+    is in a folder: only class means, no names."""
     from grader.exams.records import is_exam_row
     from grader.report.html import page_name, write_html_report
 
@@ -105,27 +104,26 @@ def write_student_folders(course: Course, records: list[Record], out: Path, *, z
     for record in records:
         by_student.setdefault(record.key.student, []).append(record)
     work = out / ".build"
+    shutil.rmtree(work, ignore_errors=True)
+    # The whole class's rows give the class means on each page's figure;
+    # only the students' own pages are written.
+    write_html_report(course, records, work, students_only=sorted(by_student))
+    exams = {exam.id: exam for exam in course.exams}
     for student, rows in sorted(by_student.items()):
-        shutil.rmtree(work, ignore_errors=True)
-        # The whole class's rows give the class means on the page's figure;
-        # only this student's page is kept.
-        write_html_report(course, records, work, students_only=[student])
         name = page_name(student)
         folder = out / name
         shutil.rmtree(folder, ignore_errors=True)
         folder.mkdir()
-        page = (work / "students" / f"{name}.html").read_text(encoding="utf-8")
-        (folder / "index.html").write_text(page.replace('href="../index.html"', 'href="#"'), encoding="utf-8")
-        exercise_rows = sorted((r for r in rows if not is_exam_row(course, r.key.exercise)), key=lambda r: r.key.exercise)
+        shutil.copyfile(work / "students" / f"{name}.html", folder / "index.html")
         text = [f"# {student}: {course.course.title.en} · {course.course.title.zh}\n"]
-        for record in exercise_rows:
-            exercise = course.exercise(record.key.exercise)
-            text.append(f"## {exercise.id} · {exercise.title.en} · {exercise.title.zh}\n")
-            text.append(exercise_markdown(course, exercise, record))
+        for record in sorted(rows, key=lambda r: r.key.exercise):
+            if record.key.exercise in exams:
+                text.append(exam_markdown(exams[record.key.exercise], record))
+            elif not is_exam_row(course, record.key.exercise):
+                exercise = course.exercise(record.key.exercise)
+                text.append(f"## {exercise.id} · {exercise.title.en} · {exercise.title.zh}\n")
+                text.append(exercise_markdown(course, exercise, record))
         (folder / "feedback.md").write_text("\n".join(text), encoding="utf-8")
-        for exam_page in (exam_records or []):
-            if exam_page.get("student") == student:
-                (folder / f"exam-{exam_page['exam']}.html").write_text(exam_page["html"], encoding="utf-8")
         result.students.append(student)
         if zipped:
             archive = out / f"{name}.zip"
@@ -136,3 +134,38 @@ def write_student_folders(course: Course, records: list[Record], out: Path, *, z
             result.zips.append(archive)
     shutil.rmtree(work, ignore_errors=True)
     return result
+
+
+def exam_markdown(exam, record: Record) -> str:
+    """An exam's total and its questions, as on the student's page (no answer key)."""
+    words = status_text(record.status)
+    lines = [f"## Exam · 考试: {_esc(exam.title.en)} · {_esc(exam.title.zh)}\n",
+             f"{points(record.points)} / {points(record.max_points)} points · 分, {_esc(words.en)} · {_esc(words.zh)}"]
+    if reason := beyond_status(record.status, record.reason):
+        lines.append(f"\n{_esc(reason)}")
+    if record.verdicts:
+        lines.append("")
+    for q in record.verdicts:
+        mark = "✓" if q.get("correct") else "✗"
+        given = _esc(q.get("given", "")) if q.get("answered") else "no answer · 未作答"
+        lines.append(f"- {mark} {_esc(q.get('question_id', ''))}: {given} "
+                     f"({points(q.get('points', 0.0))} / {points(q.get('max_points', 0.0))})")
+    return "\n".join(lines) + "\n"
+
+
+class HandBackError(Exception):
+    """An input the instructor can fix (no gradebook, nothing recorded)."""
+
+
+def hand_back(course: Course, grades_db: Path, out: Path, *, zipped: bool = False) -> HandBack:
+    """``grader feedback OUT``: the newest results in ``grades_db`` (this
+    course version), one folder or zip per student."""
+    from grader.gradebook import Gradebook
+
+    if not grades_db.is_file():
+        raise HandBackError(f"{grades_db} does not exist: run `grader grade` first (or pass --db)")
+    with Gradebook(grades_db) as book:
+        records = list(book.records(course.course.version))
+    if not records:
+        raise HandBackError(f"{grades_db} holds no result of course version {course.course.version}")
+    return write_student_folders(course, records, out, zipped=zipped)
