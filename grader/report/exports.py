@@ -6,19 +6,31 @@ import json
 from pathlib import Path
 
 from grader.gradebook import Record
+from grader.intake.names import visible
+
+REASON_CHARS = 300   # grades.csv is for people and LMS imports; results.json has the whole reason
 
 
 def _points(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".")
 
 
+def _cell(text: str) -> str:
+    """A reason as one spreadsheet cell: bounded, control bytes shown, and never
+    a formula (a spreadsheet runs a cell starting with = + - @)."""
+    text = visible(text, REASON_CHARS)
+    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
+
+
 def write_grades_csv(records: list[Record], path: Path) -> None:
-    """student, exercise, points, max_points, status: one row per result."""
+    """student, exercise, points, max_points, status, reason: one row per
+    result (the reason says why a result is not graded normally, e.g. unreadable)."""
     with open(path, "w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
-        writer.writerow(["student", "exercise", "points", "max_points", "status"])
+        writer.writerow(["student", "exercise", "points", "max_points", "status", "reason"])
         for r in sorted(records, key=lambda r: (r.key.student, r.key.exercise)):
-            writer.writerow([r.key.student, r.key.exercise, _points(r.points), _points(r.max_points), r.status])
+            writer.writerow([r.key.student, r.key.exercise, _points(r.points), _points(r.max_points), r.status,
+                             _cell(r.reason) if r.status != "graded" else ""])
 
 
 def write_wide_csv(records: list[Record], path: Path, course) -> None:
