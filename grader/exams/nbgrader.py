@@ -99,5 +99,5 @@ def write_exam_course(course: Course, exam: Exam, students: list[tuple[RosterEnt
     from grader.release.nbgrader import write_config
 
     folders = [write_student_assignment(course, exam, entry, variant, out, root) for entry, variant in students]
-    write_config(course, out, exchange, command="grader exam build --nbgrader")
+    write_config(course, out, exchange, command="grader exam build --nbgrader", root=root)
     return folders
