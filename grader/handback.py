@@ -30,8 +30,17 @@ def points(value: float) -> str:
 
 
 def _esc(text: object) -> str:
-    # Escaped for HTML, and markdown's emphasis/code marks made literal.
+    # Escaped for HTML, and markdown's emphasis/code marks made literal
+    # (nbgrader renders the comment; a raw tag would be live there).
     return html.escape(str(text)).replace("*", "&#42;").replace("_", "&#95;").replace("`", "&#96;")
+
+
+def _esc_file(text: object) -> str:
+    # feedback.md is read as text as often as rendered: backslashes, readable both ways.
+    escaped = html.escape(str(text), quote=False)
+    for mark in ("\\", "*", "_", "`"):
+        escaped = escaped.replace(mark, "\\" + mark)
+    return escaped
 
 
 def _message(verdict: dict) -> tuple[str, str]:
@@ -41,10 +50,13 @@ def _message(verdict: dict) -> tuple[str, str]:
     return str(message), ""
 
 
-def exercise_markdown(course: Course, exercise: Exercise, record: Record) -> str:
+def exercise_markdown(course: Course, exercise: Exercise, record: Record, *, for_file: bool = False) -> str:
     """The feedback on one exercise as markdown: the score, the cause, the
-    hints (confirmed, then possible) and every check with its points."""
+    hints (confirmed, then possible) and every check with its points.
+    ``for_file``: escaped for a .md file rather than for nbgrader's page."""
     from grader.report.feedback import exercise_feedback
+
+    _esc = _esc_file if for_file else globals()["_esc"]  # noqa: N806 - one escaping for the whole text
 
     hints = {p.id: p.hint for p in course.pitfalls}
     words = status_text(record.status)
@@ -122,7 +134,7 @@ def write_student_folders(course: Course, records: list[Record], out: Path, *, z
             elif not is_exam_row(course, record.key.exercise):
                 exercise = course.exercise(record.key.exercise)
                 text.append(f"## {exercise.id} · {exercise.title.en} · {exercise.title.zh}\n")
-                text.append(exercise_markdown(course, exercise, record))
+                text.append(exercise_markdown(course, exercise, record, for_file=True))
         (folder / "feedback.md").write_text("\n".join(text), encoding="utf-8")
         result.students.append(student)
         if zipped:
@@ -138,6 +150,7 @@ def write_student_folders(course: Course, records: list[Record], out: Path, *, z
 
 def exam_markdown(exam, record: Record) -> str:
     """An exam's total and its questions, as on the student's page (no answer key)."""
+    _esc = _esc_file  # noqa: N806 - written to feedback.md
     words = status_text(record.status)
     lines = [f"## Exam · 考试: {_esc(exam.title.en)} · {_esc(exam.title.zh)}\n",
              f"{points(record.points)} / {points(record.max_points)} points · 分, {_esc(words.en)} · {_esc(words.zh)}"]

@@ -110,7 +110,10 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
         out.mkdir(parents=True, exist_ok=True)
         write_grades_csv(records, out / "grades.csv")
         write_results_json(records, out / "results.json")
-        index = write_html_report(course, records + exam_totals, out / "report", exam_stats=exams)
+        from grader.similarity_run import for_report
+
+        similar = for_report(course, exercises, submissions, root) if records else ([], "")
+        index = write_html_report(course, records + exam_totals, out / "report", exam_stats=exams, similarity=similar)
     except OSError as exc:
         console.print(f"cannot write the reports to {out}: {exc.strerror} ({exc.filename})", markup=False)
         return EXIT_GRADEBOOK

@@ -361,3 +361,25 @@ def test_feedback_hands_back_one_folder_or_zip_per_student(records, tmp_path, co
         assert sorted(zf.namelist()) == ["alice/feedback.md", "alice/index.html"]
     result = CliRunner().invoke(app, ["feedback", str(tmp_path / "x"), "--db", str(tmp_path / "nope.db")])
     assert result.exit_code == 1 and "run `grader grade` first" in result.output
+
+
+def test_class_report_lists_similar_submissions(records, tmp_path, course):
+    """The section `grader grade` adds (grader/session.py: similarity_run.for_report)."""
+    from grader.course import REPO_ROOT
+    from grader.similarity_run import for_report
+
+    subs = tmp_path / "class"
+    original = (REPO_ROOT / "solutions" / "06_multihead" / "multihead.py").read_text()
+    independent = (REPO_ROOT / "tests" / "similarity" / "independent_multihead.py").read_text()
+    for student, source in [("alice", original), ("bob", original.replace("# ", "#  ")), ("carol", independent)]:
+        (subs / student / "06_multihead").mkdir(parents=True)
+        (subs / student / "06_multihead" / "multihead.py").write_text(source)
+    similar = for_report(course, [course.exercise("06")], subs)
+    assert similar[1] == "" and [(p.first, p.second) for p in similar[0][0].pairs] == [("alice", "bob")]
+    html = write_html_report(course, records, tmp_path / "report", similarity=similar).read_text()
+    section = html.split('id="similarity"')[1].split("</details>")[0]
+    assert 'href="students/alice.html">alice</a> ~ <a href="students/bob.html">bob</a>' in section
+    assert "carol" not in section and 'href="#similarity"' in html
+    broken = for_report(course, [course.exercise("06")], tmp_path / "no-such-folder")
+    assert broken[0] == [] and broken[1].startswith("similarity not computed")
+    assert "similarity not computed" in write_html_report(course, records, tmp_path / "r2", similarity=broken).read_text()

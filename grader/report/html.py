@@ -82,14 +82,17 @@ def exam_rows(course: Course, records: list[Record]) -> dict[str, dict[str, Reco
 
 
 def write_html_report(course: Course, records: list[Record], out: Path, *,
-                      exam_stats: list[dict] | None = None, students_only: list[str] | None = None) -> Path:
+                      exam_stats: list[dict] | None = None, students_only: list[str] | None = None,
+                      similarity: tuple[list, str] | None = None) -> Path:
     """Write the class overview and the students' pages; return index.html.
 
     ``records``: exercise results; an exam's total rows, when among them,
     give the exam's column in the class table and its section on each
     student's page (its statistics come through ``exam_stats``,
     grader/exams/stats.py). ``students_only``: write these students' pages
-    and nothing else (``grader feedback``, grader/handback.py)."""
+    and nothing else (``grader feedback``, grader/handback.py).
+    ``similarity``: (grader/report/similarity.py reports, why none) for the
+    overview's section on suspiciously alike submissions."""
     from grader.exams.records import is_exam_row
 
     out.mkdir(parents=True, exist_ok=True)
@@ -116,7 +119,7 @@ def write_html_report(course: Course, records: list[Record], out: Path, *,
     if students_only is None:
         _write_overview(env, course, records, out, students=students, exercises=exercises, totals=totals,
                         max_total=max_total, exercise_rate=exercise_rate, hints=hints, exams=exams,
-                        exam_list=exam_list, exam_stats=exam_stats or [])
+                        exam_list=exam_list, exam_stats=exam_stats or [], similarity=similarity)
 
     page = env.get_template("student.html")
     for student, rows in students.items():
@@ -144,7 +147,8 @@ def write_html_report(course: Course, records: list[Record], out: Path, *,
 
 def _write_overview(env: Environment, course: Course, records: list[Record], out: Path, *, students: dict,
                     exercises: list, totals: dict, max_total: float, exercise_rate: dict, hints: dict,
-                    exams: dict, exam_list: list, exam_stats: list[dict]) -> None:
+                    exams: dict, exam_list: list, exam_stats: list[dict],
+                    similarity: tuple[list, str] | None) -> None:
     """index.html (the class) and errors.html (instructor only)."""
     (out / "img").mkdir(exist_ok=True)
     pitfall_students: dict[str, list[str]] = defaultdict(list)
@@ -165,6 +169,7 @@ def _write_overview(env: Environment, course: Course, records: list[Record], out
         check_rows=check_difficulty(records), pitfalls=pitfalls, hints=hints, figures=figures,
         status_text=status_text, pages={student: page_name(student) for student in students},
         exam_stats=exam_stats, details=details, exams=exams, exam_list=exam_list,
+        similarity=similarity[0] if similarity else None, similarity_note=similarity[1] if similarity else "",
         attempted={e.id: sum(1 for rows in students.values() if e.id in rows and rows[e.id].status not in NOT_ATTEMPTED)
                    for e in exercises},
     )
