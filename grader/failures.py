@@ -76,6 +76,17 @@ def first_failure(check: Check, calls: slice, run: RunResult, expected: RunResul
     return None
 
 
+def check_failure(check: Check, calls: slice, run: RunResult, expected: RunResult, source: bytes | None,
+                  limits: object | None = None, inputs: Sequence[ProbeCall] = ()) -> Failure | None:
+    """:func:`first_failure`, then the check's rule on the submitted bytes
+    (read by the grader, never by the student's process)."""
+    failure = first_failure(check, calls, run, expected, limits, inputs)
+    if failure is None and check.source_rule is not None and source is not None:
+        if (reason := check.source_rule(source)) is not None:
+            return Failure("source rule", reason)
+    return failure
+
+
 def _safely(describe, *args) -> str | None:
     """A shape description, or None: plain data of any form comes back from
     the sandbox, and describing it must never take the grader down."""
