@@ -30,7 +30,8 @@ from pathlib import Path
 
 from grader.checks import Check, CheckPlan, checks_for, figures_for, pick
 from grader.course import REPO_ROOT, Course, Exercise, Text
-from grader.failures import DETAIL_LIMIT, NOT_RUN, Failure, check_failure, disagrees, fails_alike, first_failure
+from grader.failures import (DETAIL_LIMIT, NOT_RUN, Failure, check_failure, disagrees, fails_alike, first_failure,
+                             same_signature)
 from grader.feedback import Phrase, both, missing_names, run_cause, source_problem
 from grader.pitfalls import load_variants
 from grader.sandbox import CallResult, RunResult, Sandbox
@@ -291,7 +292,7 @@ class Judge:
                     possible.append(pitfall_id)
                 continue
             theirs = first_failure(check, calls, variant, expected)
-            if theirs is not None and theirs.kind == failure.kind:
+            if theirs is not None and same_signature(theirs.kind, failure.kind):
                 possible.append(pitfall_id)
         return confirmed, possible
 
