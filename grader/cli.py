@@ -344,7 +344,7 @@ def push_nbgrader(
 ) -> None:
     """Write our scores into nbgrader's gradebook so formgrader shows them."""
     from grader.release.common import ReleaseError
-    from grader.release.nbgrader import push_scores
+    from grader.release.nbgrader import next_steps, push_scores
 
     loaded = _release_course(course)
     try:
@@ -357,6 +357,10 @@ def push_nbgrader(
     for line in report.skipped:
         typer.echo(f"skipped {visible(line, 300)}", err=True)  # may name students: control bytes shown, not sent
     typer.echo(f"{nbgrader_db}: {report.notebooks} notebook score(s) of {report.students} student(s) pushed")
+    steps, warnings = next_steps(nbgrader_db.resolve().parent, assignment)
+    for line in warnings:
+        typer.echo(line, err=True)
+    typer.echo("\n".join(steps))
 
 
 # ---------------------------------------------------------------- exams (issue 8)
@@ -422,3 +426,22 @@ def export_gradescope(
         raise typer.Exit(2) from exc
     typer.echo(f"{out}: {len(names)} files; grades {', '.join(e.folder for e in chosen)}. "
                "Upload it as the assignment's autograder; never give it to students.")
+
+
+# --- feedback hand-back (issue 15): one folder or zip per student; the work is in grader/handback.py
+@app.command()
+def feedback(
+    out: Path = typer.Argument(..., help="Folder for the students' folders (or zips)."),
+    db: Path = typer.Option(Path("grades.db"), "--db", help="The gradebook (written by grader grade)."),
+    zipped: bool = typer.Option(False, "--zip", help="One <student>.zip each instead of a folder."),
+    course: Path = CourseOption,
+) -> None:
+    """Write each student's feedback (page, figures, results in English and Chinese), ready to hand back."""
+    from grader.handback import HandBackError, hand_back
+
+    try:
+        done = hand_back(_release_course(course), db, out, zipped=zipped)
+    except (HandBackError, OSError) as exc:
+        typer.echo(f"feedback failed: {exc}", err=True)
+        raise typer.Exit(1) from exc
+    typer.echo(f"{out}: feedback of {len(done.students)} student(s)" + (" as zips" if zipped else ""))

@@ -81,7 +81,10 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
                 run = grade_class(course, exercises, submissions, gradebook, judge, Path(workdir), jobs=jobs,
                                   executor=runner, on_result=advance, root=root, on_plan=lambda n: progress.update(bar, total=n))
             records = [r for r in (gradebook.get(k) for k in run.keys) if r is not None]
-            exams = recorded_exam_stats(course, list(gradebook.records(course.course.version)))
+            recorded = list(gradebook.records(course.course.version))
+            exams = recorded_exam_stats(course, recorded)
+            # The exams' totals: a column of the class table, a section of each student's page.
+            exam_totals = [r for r in recorded if r.key.exercise in {exam.id for exam in course.exams}]
     except GradebookError as exc:
         console.print(f"gradebook error: {exc}", markup=False)
         return EXIT_GRADEBOOK
@@ -109,7 +112,10 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
         out.mkdir(parents=True, exist_ok=True)
         write_grades_csv(records, out / "grades.csv")
         write_results_json(records, out / "results.json")
-        index = write_html_report(course, records, out / "report", exam_stats=exams)
+        from grader.similarity_run import for_report
+
+        similar = for_report(course, exercises, submissions, root) if records else ([], "")
+        index = write_html_report(course, records + exam_totals, out / "report", exam_stats=exams, similarity=similar)
     except OSError as exc:
         console.print(f"cannot write the reports to {out}: {exc.strerror} ({exc.filename})", markup=False)
         return EXIT_GRADEBOOK

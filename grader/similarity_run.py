@@ -7,11 +7,14 @@ from __future__ import annotations
 import json
 import tempfile
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 from pathlib import Path
 
 from grader.course import REPO_ROOT, Course, Exercise
-from grader.report.similarity import SimilarityReport, similar_pairs
 from grader.submissions import collect
+
+if TYPE_CHECKING:
+    from grader.report.similarity import SimilarityReport
 
 
 def given_code(exercise: Exercise, root: Path = REPO_ROOT) -> list[str]:
@@ -24,6 +27,8 @@ def given_code(exercise: Exercise, root: Path = REPO_ROOT) -> list[str]:
 def class_similarity(course: Course, exercises: list[Exercise], submissions: Path, threshold: float,
                      root: Path = REPO_ROOT) -> list[SimilarityReport]:
     """One report per exercise, over every student who handed in its module."""
+    from grader.report.similarity import similar_pairs  # copydetect: imported when used
+
     with tempfile.TemporaryDirectory(prefix="similarity-") as workdir:
         found = collect(submissions, course, exercises, Path(workdir), root)
         reports = []
@@ -41,3 +46,15 @@ def class_similarity(course: Course, exercises: list[Exercise], submissions: Pat
 def write_json(reports: list[SimilarityReport], out: Path) -> None:
     out.write_text(json.dumps([{**asdict(r), "pairs": [{**asdict(p), "similarity": p.similarity} for p in r.pairs]}
                                for r in reports], indent=1))
+
+
+def for_report(course: Course, exercises: list[Exercise], submissions: Path, root: Path = REPO_ROOT,
+               threshold: float = 0.7) -> tuple[list[SimilarityReport], str]:
+    """The class report's similarity section: (reports, "") or ([], why not).
+    Never raises: similarity is a list to look at, and grading is done."""
+    try:
+        return class_similarity(course, exercises, submissions, threshold, root), ""
+    except ImportError as exc:   # copydetect is in the [grader] extra
+        return [], f"similarity not computed: {exc.name or exc} is not installed"
+    except Exception as exc:  # noqa: BLE001 - the grades are written; say why this part is missing
+        return [], f"similarity not computed: {type(exc).__name__}: {exc}"

@@ -18,8 +18,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")
 from grader.course import REPO_ROOT, load_course  # noqa: E402
 from grader.gradebook import Gradebook, Key  # noqa: E402
 from grader.pitfalls import load_variants  # noqa: E402
-from grader.release.common import answer_cell_id  # noqa: E402
-from grader.release.nbgrader import push_scores, write_course  # noqa: E402
+from grader.release.common import answer_cell_id, grade_cell_id  # noqa: E402
+from grader.release.nbgrader import next_steps, push_scores, write_course  # noqa: E402
 from grader.release.notebooks import BEGIN_SOLUTION, CODE_STUB, END_SOLUTION  # noqa: E402
 from grader.release.student_repo import hidden_check_ids, secret_lines  # noqa: E402
 from grader.submissions import collect  # noqa: E402
@@ -54,9 +54,14 @@ def test_source_notebook_passes_nbgraders_metadata_checks(tmp_path, course, exer
     write_course(course, REPO_ROOT, tmp_path, assignment_ids=["attention"])
     notebook = nbformat.read(tmp_path / "source" / "attention" / f"{exercise.folder}.ipynb", as_version=4)
     CheckCellMetadata().preprocess(notebook, {})
-    grade_cells = [c for c in notebook.cells if _nbgrader_meta(c).get("grade")]
-    assert grade_cells and all(_nbgrader_meta(c)["locked"] for c in grade_cells)
-    assert sum(_nbgrader_meta(c)["points"] for c in grade_cells) == pytest.approx(exercise.points)
+    # One grade cell (an nbgrader task cell) holds the exercise's points: the
+    # course grader's score lands there. The public tests earn nothing and say so.
+    graded = [c for c in notebook.cells if _nbgrader_meta(c).get("grade") or _nbgrader_meta(c).get("task")]
+    assert [_nbgrader_meta(c)["grade_id"] for c in graded] == [grade_cell_id(exercise)]
+    assert _nbgrader_meta(graded[0])["locked"] and _nbgrader_meta(graded[0])["points"] == exercise.points
+    tests = [c for c in notebook.cells if c.cell_type == "code" and "# Public test" in c.source]
+    assert tests and all("earns no points" in c.source and "point)" not in c.source and "points)" not in c.source
+                         for c in tests)
     ids = [_nbgrader_meta(c)["grade_id"] for c in notebook.cells]
     assert len(ids) == len(set(ids))
     (answer,) = [c for c in notebook.cells if _nbgrader_meta(c).get("solution")]
@@ -88,8 +93,53 @@ def test_push_writes_our_scores_into_an_empty_nbgrader_gradebook(tmp_path, cours
         assert gb.find_submission_notebook("04_self_attention", "attention", "alice").score == pytest.approx(7.5)
         assert gb.find_submission_notebook("01_softmax", "attention", "bob").score == pytest.approx(2.5)
         assert gb.find_submission_notebook("02_attention_weights", "attention", "bob").score == 0
-        comment = gb.find_comment(answer_cell_id(course.exercise("04")), "04_self_attention", "attention", "alice")
-        assert "7.5/15" in comment.manual_comment and "hidden checks failed" in comment.manual_comment
+        comment = gb.find_comment(grade_cell_id(course.exercise("04")), "04_self_attention", "attention", "alice")
+        assert "7.5 / 15 points" in comment.manual_comment and "hidden checks failed" in comment.manual_comment
+
+
+def _verdict(check_id: str, passed: bool, points: float, max_points: float, **extra) -> dict:
+    return {"check_id": check_id, "passed": passed, "points": points, "max_points": max_points,
+            "message": {"en": f"the {check_id} check", "zh": f"检查 {check_id}"}, "reason": extra.pop("reason", ""),
+            "kind": extra.pop("kind", "value"), "pitfalls": extra.get("confirmed", []) + extra.get("possible", []),
+            **extra}
+
+
+def test_push_writes_every_check_with_points_and_hints_in_both_languages(tmp_path, course):
+    """The comment is the student's feedback: each check, its points, the
+    confirmed hint (both languages), escaped; the score rounded."""
+    exercise = course.exercise("01")
+    pitfall = course.pitfall("softmax-overflow")
+    per_check = exercise.points / 3
+    verdicts = [_verdict("softmax.rows", True, per_check, per_check),
+                _verdict("softmax.large", False, 0.0, per_check, reason="got nan <b>where</b> finite values",
+                         confirmed=[pitfall.id], possible=[]),
+                _verdict("softmax.dim", True, per_check, per_check)]
+    noisy = per_check * 2 + 1e-13   # float noise as a sum of check points makes it
+    with Gradebook(tmp_path / "grades.db") as gb:
+        gb.record(Key("alice", "01", "h", course.course.version), points=noisy, max_points=exercise.points,
+                  status="graded", reason="", verdicts=verdicts)
+    push_scores(course, tmp_path / "grades.db", tmp_path / "gradebook.db", "attention", REPO_ROOT)
+    with nbgrader_api.Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gb:
+        notebook = gb.find_submission_notebook("01_softmax", "attention", "alice")
+        assert notebook.score == round(noisy, 2) and repr(notebook.score) == repr(round(noisy, 2))
+        text = gb.find_comment(grade_cell_id(exercise), "01_softmax", "attention", "alice").manual_comment
+    assert text.count("✓ passed") == 2 and text.count("✗ failed") == 1
+    assert f"softmax.large: 0 / {round(per_check, 2):g}" in text.replace("&#95;", "_").replace("&#46;", ".")
+    assert pitfall.hint.en.split()[0] in text and pitfall.hint.zh[:6] in text
+    assert "Confirmed mistake" in text and "已确认" in text
+    assert "<b>where</b>" not in text and "&lt;b&gt;where&lt;/b&gt;" in text   # student-derived text is escaped
+    assert f"{round(noisy, 2):g} / {exercise.points:g} points" in text and "9999" not in text
+
+
+def test_push_says_to_regenerate_feedback_and_warns_when_it_is_stale(tmp_path):
+    steps, warnings = next_steps(tmp_path, "attention")
+    assert warnings == [] and "generate_feedback attention --force" in steps[0]
+    (tmp_path / "feedback" / "alice" / "attention").mkdir(parents=True)
+    (tmp_path / "feedback" / "alice" / "attention" / "01_softmax.html").write_text("old")
+    (tmp_path / "feedback" / "bob" / "other").mkdir(parents=True)
+    (tmp_path / "feedback" / "bob" / "other" / "01_softmax.html").write_text("old")
+    steps, warnings = next_steps(tmp_path, "attention")
+    assert len(warnings) == 1 and "1 student(s) (alice)" in warnings[0] and "--force" in warnings[0]
 
 
 def test_push_again_replaces_the_scores(tmp_path, course):
@@ -162,14 +212,12 @@ def test_nbgrader_round_trip(tmp_path, course):
 
     db_url = f"sqlite:///{course_dir / 'gradebook.db'}"
     with nbgrader_api.Gradebook(db_url) as gb:
+        # Before the push nbgrader has no grade to give: the public tests earn
+        # nothing, and the grade cells wait for the course grader's score.
         total = sum(e.points for e in exercises)
-        scores = {s: gb.find_submission("attention", s).score for s in answers}
         assert gb.find_submission("attention", "ref").max_score == pytest.approx(total)
-        assert scores["ref"] == pytest.approx(total)
-        assert scores["stub"] == 0
-        softmax_score = gb.find_submission_notebook("01_softmax", "attention", "variant").score
-        assert 0 < softmax_score < course.exercise("01").points
-        assert scores["variant"] == pytest.approx(total - course.exercise("01").points + softmax_score)
+        assert all(gb.find_submission("attention", s).score == 0 for s in answers)
+        assert gb.find_submission("attention", "ref").needs_manual_grade
 
     feedback = {(s, e.folder): _visible_text(course_dir / "feedback" / s / "attention" / f"{e.folder}.html")
                 for s in answers for e in exercises}
@@ -200,7 +248,12 @@ def test_nbgrader_round_trip(tmp_path, course):
     push_scores(course, tmp_path / "grades.db", course_dir / "gradebook.db", "attention", REPO_ROOT)
     with nbgrader_api.Gradebook(db_url) as gb:
         assert gb.find_submission_notebook("01_softmax", "attention", "variant").score == pytest.approx(3.0)
-        assert gb.find_submission_notebook("04_self_attention", "attention", "variant").score == pytest.approx(15.0)
+        assert gb.find_submission_notebook("04_self_attention", "attention", "variant").score == 0  # no record
+    # The feedback generated before the push is stale: regenerated with --force, it shows our score.
+    assert next_steps(course_dir, "attention")[1]
+    run("-m", "nbgrader", "generate_feedback", "attention", "--force", cwd=course_dir)
+    page = _visible_text(course_dir / "feedback" / "variant" / "attention" / "01_softmax.html")
+    assert "3 / 10 points" in page and "Course grader" in page
     print(f"\nnbgrader round trip: {time.monotonic() - started:.0f} s (autograde {autograde_s:.0f} s)")
 
 

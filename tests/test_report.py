@@ -256,3 +256,130 @@ def test_gradescope_results_mark_possible_hints_and_carry_no_raw_error(records, 
     assert note.startswith("03_masking: timed out / 超时: timed out after 60 s") and "coursekit" not in note
     missing = [r for r in records if r.key.student == "<script>"]
     assert results_json(course, missing)["output"] == "01_softmax: not submitted / 未提交"
+
+
+# --- issue 15: a class report an instructor can use; feedback handed back per student
+
+def _with_stub_and_exam(tmp_path, course, records):
+    """The fixture's class plus dave, who left 01 as the stub (every check
+    failed), and an exam total for alice (late) and bob."""
+    from grader.report.html import check_difficulty  # noqa: F401  (imported by the tests below)
+
+    exam = course.exams[0]
+    version = course.course.version
+    with Gradebook(tmp_path / "grades.db") as book:
+        book.record(Key("dave", "01", "h6", version), points=0, max_points=10, status="not_started", reason="",
+                    verdicts=[_verdict("01-a", False, 0, 5, kind="not implemented", reason="not implemented yet"),
+                              _verdict("01-b", False, 0, 5, kind="not implemented", reason="not implemented yet")])
+        question = {"question_id": "q-scale", "kind": "short", "points": 2.0, "max_points": 2.0, "correct": True,
+                    "answered": True, "given": "<i>sqrt(d_k)</i>", "expected": "KEY-NEVER-SHOWN", "reason": ""}
+        book.record(Key("alice", exam.id, "e1", version), points=12.5, max_points=40, status="late",
+                    reason="late by 12 min: x0.8", verdicts=[question])
+        book.record(Key("bob", exam.id, "e2", version), points=30, max_points=40, status="graded", reason="",
+                    verdicts=[{**question, "correct": False, "points": 0.0, "given": "d_k"}])
+        return exam, list(book.records(version))
+
+
+def test_hardest_checks_count_only_students_who_attempted(records, tmp_path, course):
+    from grader.report.html import check_difficulty
+
+    exam, everything = _with_stub_and_exam(tmp_path, course, records)
+    exercises_only = [r for r in everything if r.key.exercise != exam.id]
+    rows = {cid: (rate, n) for cid, rate, n, _ in check_difficulty(exercises_only)}
+    # 01-a: alice, bob pass; carol fails; <script> (not submitted) and dave (stub) do not count.
+    assert rows["01-a"] == (pytest.approx(2 / 3), 3)
+    assert "03-a" in rows and rows["03-a"] == (0.0, 1)   # a timeout is an attempt
+    index = _text(write_html_report(course, everything, tmp_path / "report").read_text())
+    assert "attempted" in index and "67%" in index
+
+
+def test_class_report_has_contents_sections_students_per_pitfall_and_the_exam(records, tmp_path, course):
+    exam, everything = _with_stub_and_exam(tmp_path, course, records)
+    index = write_html_report(course, everything, tmp_path / "report")
+    html = index.read_text()
+    assert '<nav class="toc">' in html and html.count("<details") >= 3
+    for anchor in re.findall(r'href="#([\w-]+)"', html):
+        assert f'id="{anchor}"' in html, anchor
+    # the pitfall row names its students, linked to their pages
+    row = next(r for r in html.split("<tr>") if "<code>softmax-overflow</code>" in r)
+    assert 'href="students/bob.html">bob</a>' in row and 'carol' in row and "alice" not in row
+    # the exam is a column of the class table, per student; "–" where nothing is recorded
+    table = html.split('id="students"')[1].split("</table>")[0]
+    assert f"exam {exam.id}" in table and "12.5 / 40" in table and "30 / 40" in table
+    alice = _text((tmp_path / "report" / "students" / "alice.html").read_text())
+    assert "12.5 / 40" in alice and "sqrt(d_k)" in alice and "KEY-NEVER-SHOWN" not in alice
+    assert "<i>sqrt" not in (tmp_path / "report" / "students" / "alice.html").read_text()  # escaped
+
+
+def test_count_axes_have_whole_ticks(tmp_path, monkeypatch):
+    from collections import Counter
+
+    from grader.report import plots
+
+    figures = []
+    monkeypatch.setattr(plots, "_save", lambda fig, path: figures.append(fig) or path.name)
+    plots.pitfall_counts(Counter({"a": 1, "b": 2, "c": 3}), tmp_path / "p.png")
+    plots.score_histogram([10.0, 55.0, 56.0], tmp_path / "h.png")
+    pitfall_ticks = figures[0].axes[0].get_xticks()
+    student_ticks = figures[1].axes[0].get_yticks()
+    for ticks in (pitfall_ticks, student_ticks):
+        assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks), ticks
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (.ci/run installs it)")
+def test_report_with_an_exam_renders_in_chromium(records, tmp_path, course):
+    exam, everything = _with_stub_and_exam(tmp_path, course, records)
+    index = write_html_report(course, everything, tmp_path / "report")
+    for page in (index, tmp_path / "report" / "students" / "alice.html"):
+        render(page, tmp_path)
+
+
+def test_feedback_hands_back_one_folder_or_zip_per_student(records, tmp_path, course):
+    import zipfile
+
+    from typer.testing import CliRunner
+
+    from grader.cli import app
+
+    exam, everything = _with_stub_and_exam(tmp_path, course, records)
+    out = tmp_path / "handback"
+    result = CliRunner().invoke(app, ["feedback", str(out), "--db", str(tmp_path / "grades.db")])
+    assert result.exit_code == 0, result.output
+    folders = sorted(p.name for p in out.iterdir())
+    assert {"alice", "bob", "carol", "dave"} <= set(folders) and not (out / ".build").exists()
+    bob_page, bob_md = (out / "bob" / "index.html").read_text(), (out / "bob" / "feedback.md").read_text()
+    hint = course.pitfall("softmax-overflow").hint
+    assert hint.en in bob_page and hint.zh in bob_page and hint.en.split()[0] in bob_md
+    assert "✗ failed · 未通过" in bob_md and "30 / 40" in bob_md and "../index.html" not in bob_page
+    for folder in folders:   # nobody's folder names another student
+        text = "".join(p.read_text() for p in (out / folder).iterdir())
+        assert not [s for s in ("alice", "bob", "carol", "dave") if s != folder and s in text], folder
+        assert LEAK not in text and "KEY-NEVER-SHOWN" not in text
+    result = CliRunner().invoke(app, ["feedback", str(tmp_path / "zips"), "--db", str(tmp_path / "grades.db"), "--zip"])
+    assert result.exit_code == 0 and "as zips" in result.output
+    with zipfile.ZipFile(tmp_path / "zips" / "alice.zip") as zf:
+        assert sorted(zf.namelist()) == ["alice/feedback.md", "alice/index.html"]
+    result = CliRunner().invoke(app, ["feedback", str(tmp_path / "x"), "--db", str(tmp_path / "nope.db")])
+    assert result.exit_code == 1 and "run `grader grade` first" in result.output
+
+
+def test_class_report_lists_similar_submissions(records, tmp_path, course):
+    """The section `grader grade` adds (grader/session.py: similarity_run.for_report)."""
+    from grader.course import REPO_ROOT
+    from grader.similarity_run import for_report
+
+    subs = tmp_path / "class"
+    original = (REPO_ROOT / "solutions" / "06_multihead" / "multihead.py").read_text()
+    independent = (REPO_ROOT / "tests" / "similarity" / "independent_multihead.py").read_text()
+    for student, source in [("alice", original), ("bob", original.replace("# ", "#  ")), ("carol", independent)]:
+        (subs / student / "06_multihead").mkdir(parents=True)
+        (subs / student / "06_multihead" / "multihead.py").write_text(source)
+    similar = for_report(course, [course.exercise("06")], subs)
+    assert similar[1] == "" and [(p.first, p.second) for p in similar[0][0].pairs] == [("alice", "bob")]
+    html = write_html_report(course, records, tmp_path / "report", similarity=similar).read_text()
+    section = html.split('id="similarity"')[1].split("</details>")[0]
+    assert 'href="students/alice.html">alice</a> ~ <a href="students/bob.html">bob</a>' in section
+    assert "carol" not in section and 'href="#similarity"' in html
+    broken = for_report(course, [course.exercise("06")], tmp_path / "no-such-folder")
+    assert broken[0] == [] and broken[1].startswith("similarity not computed")
+    assert "similarity not computed" in write_html_report(course, records, tmp_path / "r2", similarity=broken).read_text()

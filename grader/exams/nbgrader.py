@@ -85,7 +85,7 @@ def write_student_assignment(course: Course, exam: Exam, entry: RosterEntry, var
         exercise = course.exercise(item.id)
         notebook = build_notebook(course, exercise, root, with_solution=True, tests=exam_tests(exercise, root),
                                   points=item.points, variant=variant.public(),
-                                  intro=intro(exam, exercise, item.points, variant, entry))
+                                  intro=intro(exam, exercise, item.points, variant, entry), graded_tests=True)
         write_notebook(notebook, folder / f"{exercise.folder}.ipynb")
         copy_shipped(course, exercise, root, folder)
     write_exam_files(folder, course, exam, variant, entry, shown_questions(course, exam, variant), notebooks=True)
@@ -99,5 +99,5 @@ def write_exam_course(course: Course, exam: Exam, students: list[tuple[RosterEnt
     from grader.release.nbgrader import write_config
 
     folders = [write_student_assignment(course, exam, entry, variant, out, root) for entry, variant in students]
-    write_config(course, out, exchange, command="grader exam build --nbgrader")
+    write_config(course, out, exchange, command="grader exam build --nbgrader", root=root)
     return folders

@@ -29,6 +29,11 @@ def graded_cell_id(exercise: Exercise, test_name: str) -> str:
     return f"ex{exercise.id}_{test_name}"
 
 
+def grade_cell_id(exercise: Exercise) -> str:
+    """nbgrader ``grade_id`` of the task cell holding the course grader's score."""
+    return f"ex{exercise.id}_grade"
+
+
 def notebook_name(exercise: Exercise) -> str:
     """``NN_slug``: the notebook's file name without ``.ipynb``."""
     return exercise.folder

@@ -33,7 +33,7 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from grader.course import Course, Exercise
 from grader.release.common import (
-    ReleaseError, answer_cell_id, definitions_cell_id, graded_cell_id, named_tests, public_test_files, split_points,
+    ReleaseError, answer_cell_id, definitions_cell_id, grade_cell_id, graded_cell_id, named_tests, public_test_files, split_points,
     student_course_data,
 )
 
@@ -66,6 +66,26 @@ def _meta(grade_id: str, *, grade: bool = False, solution: bool = False, locked:
     if grade:
         meta["points"] = points
     return {"nbgrader": meta}
+
+
+def _task_meta(grade_id: str, points: float) -> dict:
+    """An nbgrader task cell: graded by hand in nbgrader's eyes, by the
+    course grader in fact (``grader push nbgrader``)."""
+    return {"nbgrader": {"schema_version": 3, "grade": False, "solution": False, "task": True, "locked": True,
+                         "grade_id": grade_id, "points": points}}
+
+
+GRADE_CELL = """\
+**Grade / 成绩: {points} points / 分**
+
+The course grader sets this grade after you submit: it runs the public tests above and
+further hidden checks on your answer cell. The public tests earn no points of their own:
+passing them is necessary, not sufficient. Your results per check, with hints, appear as
+the comment on this cell in your feedback.
+
+提交后由课程评分程序给出此成绩：它对你的答案单元格运行上面的公开测试和更多隐藏检查。公开测试本身不计分：
+通过它们是必要条件而非充分条件。每项检查的结果和提示会作为本单元格的评语出现在你的反馈中。
+"""
 
 
 def _readme(exercise: Exercise, root: Path, name: str) -> str:
@@ -145,13 +165,15 @@ def public_tests(exercise: Exercise, root: Path, tests: dict[str, str] | None = 
 
 def build_notebook(course: Course, exercise: Exercise, root: Path, *, with_solution: bool,
                    tests: dict[str, str] | None = None, points: float | None = None, variant: dict | None = None,
-                   intro: str | None = None) -> nbformat.NotebookNode:
+                   intro: str | None = None, graded_tests: bool = False) -> nbformat.NotebookNode:
     """The exercise's notebook (see the module docstring for its cells).
 
     An exam's notebook (grader/exams/nbgrader.py) passes its own ``tests``
     (the exercise's and the exam's ``test_variant.py``), the exam's
     ``points`` for the exercise, the student's public ``variant`` and an
-    ``intro`` (markdown) that goes first."""
+    ``intro`` (markdown) that goes first; ``graded_tests``: the public test
+    cells carry the points (an exam's, whose variant tests nbgrader scores)
+    instead of one grade cell for the course grader's score."""
     names = public_tests(exercise, root, tests)
     if not names:
         raise ReleaseError(f"exercises/{exercise.folder}: no test functions")
@@ -166,12 +188,25 @@ def build_notebook(course: Course, exercise: Exercise, root: Path, *, with_solut
                       metadata=_meta(definitions_cell_id(exercise), locked=True)),
     ]
     total = exercise.points if points is None else points
-    for name, cell_points in zip(names, split_points(total, len(names))):
-        cells.append(new_code_cell(
-            f"# Public test {name} ({cell_points:g} point{'s' if cell_points != 1 else ''})\n"
-            f"tests_{exercise.id}.run({name!r}, globals())",
-            metadata=_meta(graded_cell_id(exercise, name), grade=True, locked=True, points=cell_points),
-        ))
+    if graded_tests:
+        for name, cell_points in zip(names, split_points(total, len(names))):
+            cells.append(new_code_cell(
+                f"# Public test {name} ({cell_points:g} point{'s' if cell_points != 1 else ''})\n"
+                f"tests_{exercise.id}.run({name!r}, globals())",
+                metadata=_meta(graded_cell_id(exercise, name), grade=True, locked=True, points=cell_points),
+            ))
+    else:
+        # The grade is the course grader's (hidden checks included): the
+        # public tests earn nothing of their own, and the one graded cell
+        # says so. `grader push nbgrader` writes its score and comment.
+        for name in names:
+            cells.append(new_code_cell(
+                f"# Public test {name}: a check for you (it earns no points itself; see the grade cell below)\n"
+                f"tests_{exercise.id}.run({name!r}, globals())",
+                metadata=_meta(graded_cell_id(exercise, name), locked=True),
+            ))
+        cells.append(new_markdown_cell(GRADE_CELL.format(points=f"{total:g}"),
+                                       metadata=_task_meta(grade_cell_id(exercise), total)))
     notebook = new_notebook(cells=cells, metadata={
         "kernelspec": dict(KERNELSPEC),
         "language_info": {"name": "python"},

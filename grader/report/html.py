@@ -51,64 +51,85 @@ def _pitfalls_per_student(rows: dict[str, Record]) -> set[str]:
     return {p for r in rows.values() for v in r.verdicts if not v["passed"] for p in v["pitfalls"][:1]}
 
 
+# Results that say nothing about how hard a check is: nothing was tried.
+NOT_ATTEMPTED = ("not_submitted", "not_started", "unreadable")
+
+
+def check_difficulty(records: list[Record]) -> list[tuple[str, float, int, dict]]:
+    """(check id, pass rate, students, message), hardest first, over the
+    students who attempted the exercise: a stub left as it was, a missing or
+    unreadable submission says how far a student got, not how hard a check is."""
+    outcomes: dict[str, list[bool]] = defaultdict(list)
+    text: dict[str, dict] = {}
+    for record in records:
+        if record.status in NOT_ATTEMPTED:
+            continue
+        for verdict in record.verdicts:
+            outcomes[verdict["check_id"]].append(verdict["passed"])
+            text[verdict["check_id"]] = verdict["message"]
+    return sorted(((cid, sum(p) / len(p), len(p), text[cid]) for cid, p in outcomes.items()),
+                  key=lambda row: (row[1], row[0]))
+
+
+def exam_rows(course: Course, records: list[Record]) -> dict[str, dict[str, Record]]:
+    """student -> exam id -> the exam's total row (grader/exams/records.py)."""
+    exam_ids = {exam.id for exam in course.exams}
+    table: dict[str, dict[str, Record]] = defaultdict(dict)
+    for record in records:
+        if record.key.exercise in exam_ids:
+            table[record.key.student][record.key.exercise] = record
+    return table
+
+
 def write_html_report(course: Course, records: list[Record], out: Path, *,
-                      exam_stats: list[dict] | None = None) -> Path:
+                      exam_stats: list[dict] | None = None, students_only: list[str] | None = None,
+                      similarity: tuple[list, str] | None = None) -> Path:
     """Write the class overview and the students' pages; return index.html.
 
-    ``records``: exercise results (exam rows are left out: an exam shows in
-    the overview through ``exam_stats``, grader/exams/stats.py)."""
+    ``records``: exercise results; an exam's total rows, when among them,
+    give the exam's column in the class table and its section on each
+    student's page (its statistics come through ``exam_stats``,
+    grader/exams/stats.py). ``students_only``: write these students' pages
+    and nothing else (``grader feedback``, grader/handback.py).
+    ``similarity``: (grader/report/similarity.py reports, why none) for the
+    overview's section on suspiciously alike submissions."""
     from grader.exams.records import is_exam_row
 
     out.mkdir(parents=True, exist_ok=True)
     (out / "students").mkdir(exist_ok=True)
-    (out / "img").mkdir(exist_ok=True)
     env = environment()
+    exams = exam_rows(course, records)
+    exam_list = [exam for exam in course.exams if any(exam.id in rows for rows in exams.values())]
     records = [r for r in records if not is_exam_row(course, r.key.exercise)]
     students = _by_student(records)
+    for student in exams:
+        students.setdefault(student, {})
+    students = dict(sorted(students.items()))
     exercise_ids = sorted({r.key.exercise for r in records})
     exercises = [course.exercise(i) for i in exercise_ids]
     max_total = sum(e.points for e in exercises) or 1.0
 
-    totals = {s: sum(r.points for r in rows.values()) for s, rows in students.items()}
+    totals = {s: round(sum(r.points for r in rows.values()), 6) for s, rows in students.items()}
     exercise_rate = {
         e.id: sum(rows[e.id].points / rows[e.id].max_points for rows in students.values() if e.id in rows)
         / max(1, sum(e.id in rows for rows in students.values()))
         for e in exercises
     }
-    check_stats: dict[str, list[bool]] = defaultdict(list)
-    check_text: dict[str, dict] = {}
-    for record in records:
-        for v in record.verdicts:
-            check_stats[v["check_id"]].append(v["passed"])
-            check_text[v["check_id"]] = v["message"]
-    check_rows = sorted(((cid, sum(p) / len(p), len(p), check_text[cid]) for cid, p in check_stats.items()),
-                        key=lambda row: (row[1], row[0]))
-    pitfall_students = Counter(p for rows in students.values() for p in _pitfalls_per_student(rows))
-
-    figures = {
-        "histogram": plots.score_histogram([100 * t / max_total for t in totals.values()], out / "img" / "scores.png"),
-        "exercises": plots.pass_rates([e.folder for e in exercises], [exercise_rate[e.id] for e in exercises],
-                                      out / "img" / "exercises.png", "mean score (%)"),
-        "pitfalls": plots.pitfall_counts(pitfall_students, out / "img" / "pitfalls.png"),
-    } if records else {}
     hints = {p.id: p.hint for p in course.pitfalls}
-    index = env.get_template("index.html").render(
-        course=course, exercises=exercises, students=students, totals=totals, max_total=max_total,
-        check_rows=check_rows, pitfalls=pitfall_students.most_common(), hints=hints, figures=figures,
-        status_text=status_text, pages={student: page_name(student) for student in students},
-        exam_stats=exam_stats or [], details=instructor_details(records),
-    )
-    (out / "index.html").write_text(index, encoding="utf-8")
-    errors = env.get_template("errors.html").render(course=course, details=instructor_details(records))
-    (out / "errors.html").write_text(errors, encoding="utf-8")
+    if students_only is None:
+        _write_overview(env, course, records, out, students=students, exercises=exercises, totals=totals,
+                        max_total=max_total, exercise_rate=exercise_rate, hints=hints, exams=exams,
+                        exam_list=exam_list, exam_stats=exam_stats or [], similarity=similarity)
 
     page = env.get_template("student.html")
     for student, rows in students.items():
+        if students_only is not None and student not in students_only:
+            continue
         figure = svg.score_bars(
             [e.id for e in exercises],
             [rows[e.id].points / rows[e.id].max_points if e.id in rows else 0.0 for e in exercises],
             [exercise_rate[e.id] for e in exercises],
-        )
+        ) if exercises else ""
         pictures = {
             exercise_id: [(data["title"], svg.side_by_side(data["student"], data["expected"], data["title"]["en"]))
                           for data in record.figures.values()]
@@ -117,6 +138,41 @@ def write_html_report(course: Course, records: list[Record], out: Path, *,
         feedback = {exercise_id: exercise_feedback(record, hints) for exercise_id, record in rows.items()}
         html = page.render(course=course, student=student, exercises=exercises, rows=rows,
                            total=totals[student], max_total=max_total, hints=hints, figure=figure,
-                           pictures=pictures, status_text=status_text, feedback=feedback)
+                           pictures=pictures, status_text=status_text, feedback=feedback,
+                           exams=[(exam, exams.get(student, {}).get(exam.id)) for exam in exam_list],
+                           standalone=students_only is not None)
         (out / "students" / f"{page_name(student)}.html").write_text(html, encoding="utf-8")
     return out / "index.html"
+
+
+def _write_overview(env: Environment, course: Course, records: list[Record], out: Path, *, students: dict,
+                    exercises: list, totals: dict, max_total: float, exercise_rate: dict, hints: dict,
+                    exams: dict, exam_list: list, exam_stats: list[dict],
+                    similarity: tuple[list, str] | None) -> None:
+    """index.html (the class) and errors.html (instructor only)."""
+    (out / "img").mkdir(exist_ok=True)
+    pitfall_students: dict[str, list[str]] = defaultdict(list)
+    for student, rows in students.items():
+        for pitfall_id in sorted(_pitfalls_per_student(rows)):
+            pitfall_students[pitfall_id].append(student)
+    pitfalls = sorted(pitfall_students.items(), key=lambda item: (-len(item[1]), item[0]))
+    counts = Counter({p: len(names) for p, names in pitfall_students.items()})
+    figures = {
+        "histogram": plots.score_histogram([100 * t / max_total for t in totals.values()], out / "img" / "scores.png"),
+        "exercises": plots.pass_rates([e.folder for e in exercises], [exercise_rate[e.id] for e in exercises],
+                                      out / "img" / "exercises.png", "mean score (%)"),
+        "pitfalls": plots.pitfall_counts(counts, out / "img" / "pitfalls.png"),
+    } if records else {}
+    details = instructor_details(records)
+    index = env.get_template("index.html").render(
+        course=course, exercises=exercises, students=students, totals=totals, max_total=max_total,
+        check_rows=check_difficulty(records), pitfalls=pitfalls, hints=hints, figures=figures,
+        status_text=status_text, pages={student: page_name(student) for student in students},
+        exam_stats=exam_stats, details=details, exams=exams, exam_list=exam_list,
+        similarity=similarity[0] if similarity else None, similarity_note=similarity[1] if similarity else "",
+        attempted={e.id: sum(1 for rows in students.values() if e.id in rows and rows[e.id].status not in NOT_ATTEMPTED)
+                   for e in exercises},
+    )
+    (out / "index.html").write_text(index, encoding="utf-8")
+    errors = env.get_template("errors.html").render(course=course, details=details)
+    (out / "errors.html").write_text(errors, encoding="utf-8")

@@ -9,6 +9,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
 
 COLOR = "#3b6ea8"
 
@@ -25,6 +27,7 @@ def score_histogram(percentages: list[float], path: Path) -> str:
     ax.hist(percentages, bins=[i * 10 for i in range(11)], color=COLOR, edgecolor="white")
     ax.set_xlabel("total score (%)")
     ax.set_ylabel("students")
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlim(0, 100)
     return _save(fig, path)
 
@@ -45,4 +48,5 @@ def pitfall_counts(counts: Counter, path: Path, top: int = 12) -> str | None:
     fig, ax = plt.subplots(figsize=(6, max(2.5, 0.32 * len(common) + 0.8)))
     ax.barh([name for name, _ in common][::-1], [n for _, n in common][::-1], color="#c0504d")
     ax.set_xlabel("students whose failures point to this pitfall")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     return _save(fig, path)

@@ -14,6 +14,7 @@ import zipfile
 import pytest
 
 from grader.course import REPO_ROOT
+from grader.feedback import STATUSES
 from grader.scale.gradescope_run import main
 
 REFERENCE = (REPO_ROOT / "solutions" / "01_softmax" / "softmax.py").read_bytes()
@@ -71,4 +72,5 @@ def test_a_hostile_submission_is_unreadable_not_a_crash(autograder, build, reaso
     results = _results(autograder, build)
     assert sum(t["score"] for t in results["tests"]) == 0
     assert sum(t["max_score"] for t in results["tests"]) == pytest.approx(10)   # the points still count
-    assert "unreadable" in results["output"] and reason in results["output"]
+    # The status in both languages (grader.feedback.STATUSES), then the fixed reason.
+    assert STATUSES["unreadable"].en in results["output"] and reason in results["output"]
