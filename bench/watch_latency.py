@@ -164,7 +164,7 @@ def main() -> None:
     if burst_s:
         estimate = nb_total / n_cycle * len(burst_s)
         print(f"    -> the burst: nbgrader's cycle ~{estimate:.0f} s (its per-submission time x {len(burst_s)}, "
-              f"extrapolated) vs our slowest {max(burst_s):.1f} s: {estimate / max(burst_s):.0f}x")
+              f"extrapolated) vs our slowest {max(burst_s):.1f} s: {estimate / max(floor, max(burst_s)):.0f}x")
 
 
 if __name__ == "__main__":
