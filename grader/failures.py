@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from grader.checks import Check
+from grader.checks.forbidden import unwrapped, unwrapped_value
 from grader.feedback import ShapeSymbols, exception_name, input_shapes, memory_limit, shape_detail, shape_error_kind
 from grader.sandbox import CallResult, ProbeCall, RunResult
 
@@ -62,15 +63,15 @@ def first_failure(check: Check, calls: slice, run: RunResult, expected: RunResul
         call = run.calls[index] if index < len(run.calls) else None
         if call is None:
             return Failure("not_run", NOT_RUN)
-        kwargs = inputs[index].kwargs if index < len(inputs) else {}
+        kwargs = unwrapped(inputs[index]).kwargs if index < len(inputs) else {}
         if not call.ok:
             failure = _raised(call, limits)
             if failure.kind.startswith("shape error") and (given := _safely(input_shapes, kwargs, ShapeSymbols())):
                 return Failure(failure.kind, f"{failure.reason} (inputs {given})", failure.detail)
             return failure
         if (reason := _compare(check, call.value, expected.calls[index].value)) is not None:
-            if reason.startswith("wrong shape") and (
-                    shapes := _safely(shape_detail, call.value, expected.calls[index].value, kwargs)):
+            if reason.startswith("wrong shape") and (shapes := _safely(
+                    shape_detail, unwrapped_value(call.value), unwrapped_value(expected.calls[index].value), kwargs)):
                 return Failure(reason, f"{reason}: {shapes}")
             return Failure(reason, reason)
     return None

@@ -110,6 +110,14 @@ def observed(check: Check, families: tuple[str, ...]) -> Check:
                    variant_calls=None if variant_calls is None else lambda gen, sizes: wrap(variant_calls(gen, sizes)))
 
 
+def unwrapped_value(value: object) -> object:
+    """The probe's own result inside a recorded call's ``{"value", "ops"}``
+    (any other result as it is): what shape descriptions look at."""
+    if isinstance(value, dict) and set(value) == {"value", "ops"}:
+        return value["value"]
+    return value
+
+
 def unwrapped(call: ProbeCall) -> ProbeCall:
     """The probe call an :func:`observed` check's call records (the call
     itself for any other): what tests that look at hidden inputs want."""
