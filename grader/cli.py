@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from grader.course import DEFAULT_COURSE_FILE, CourseError, load_course
+from grader.input_checks import check_class_folder, check_ids, existing_parent, memory_mib, positive_seconds
 
 app = typer.Typer(help="Grade the attention & Transformers course.", no_args_is_help=True, add_completion=False)
 
@@ -53,8 +54,8 @@ def selftest(
         loaded = load_course(course, check_files=False)
         chosen = [loaded.exercise(i) for i in exercise_ids] if exercise_ids else loaded.exercises
     except (CourseError, KeyError) as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(1) from exc
+        typer.echo(str(exc).strip("'\""), err=True)
+        raise typer.Exit(2) from exc
     with tempfile.TemporaryDirectory(prefix="selftest-") as workdir:
         reports = check_exercises(loaded, chosen, Path(workdir), root=course.resolve().parent)
     table = Table("exercise", "reference", "stub", "variants caught", "hidden-only")
@@ -75,7 +76,7 @@ def selftest(
 def check(
     exercise_ids: list[str] = typer.Argument(None, help="Exercise ids (01, 02, ...); default: all."),
     course: Path = CourseOption,
-    json_path: Path = typer.Option(None, "--json", help="Also write the matrix as JSON."),
+    json_path: Path = typer.Option(None, "--json", callback=existing_parent, help="Also write the matrix as JSON."),
 ) -> None:
     """Run references, stubs and pitfall variants through the hidden checks."""
     import json
@@ -116,8 +117,10 @@ def grade(
     out: Path = typer.Option(Path("grading"), "--out", help="Where grades.csv, results.json and report/ go."),
     db: Path = typer.Option(Path("grades.db"), "--db", help="The SQLite gradebook (created if missing)."),
     jobs: int = typer.Option(os.cpu_count() or 1, "--jobs", "-j", min=1, help="Submissions graded at once."),
-    timeout: float = typer.Option(None, "--timeout", help="Seconds per submission and exercise (default: course.yaml)."),
-    memory: int = typer.Option(None, "--memory", help="MiB per sandboxed run (default: course.yaml)."),
+    timeout: float = typer.Option(None, "--timeout", callback=positive_seconds,
+                                  help="Seconds per submission and exercise, more than 0 (default: course.yaml)."),
+    memory: int = typer.Option(None, "--memory", callback=memory_mib,
+                               help="MiB per sandboxed run, at least 256 (default: course.yaml)."),
     assignment: str = typer.Option(None, "--assignment", help="Grade only this assignment's exercises."),
     exercise: list[str] = typer.Option(None, "--exercise", "-e", help="Grade only these exercises (repeatable)."),
     exam: str = typer.Option(None, "--exam", help="Grade this exam (answers and code, per-student variants); "
@@ -132,6 +135,7 @@ def grade(
     only when the grader could not do its job."""
     from grader.session import run_grading
 
+    check_class_folder(submissions)
     if exam:  # into the same gradebook; the exam's own files as well (grader/exams/session.py)
         from grader.exams.session import run_exam_grading
 
@@ -149,7 +153,8 @@ def similarity(
     exercise: list[str] = typer.Option(None, "--exercise", "-e", help="Only these exercises (repeatable; default: all)."),
     threshold: float = typer.Option(0.7, "--threshold", min=0.05, max=1.0,
                                     help="Flag a pair when each covers at least this share of the other's own code."),
-    json_out: Path = typer.Option(None, "--json", dir_okay=False, help="Also write every report as JSON here."),
+    json_out: Path = typer.Option(None, "--json", dir_okay=False, callback=existing_parent,
+                                  help="Also write every report as JSON here."),
     course: Path = CourseOption,
 ) -> None:
     """List the pairs of submissions per exercise whose code is suspiciously
@@ -160,15 +165,13 @@ def similarity(
 
     from grader.similarity_run import class_similarity, write_json
 
+    check_class_folder(submissions)
     try:
         loaded = load_course(course, check_files=False)
         chosen = [loaded.exercise(i) for i in exercise] if exercise else list(loaded.exercises)
     except (CourseError, KeyError) as exc:
         typer.echo(f"similarity: {exc}", err=True)
         raise typer.Exit(2) from exc
-    if json_out is not None and not json_out.parent.is_dir():
-        typer.echo(f"--json: the folder {json_out.parent} does not exist", err=True)
-        raise typer.Exit(2)
     reports = class_similarity(loaded, chosen, submissions, threshold, root=course.resolve().parent)
     console = Console(highlight=False)
     for report in reports:
@@ -261,6 +264,7 @@ def release_student(
                        f"  --through {ALL:<14} every exercise", err=True)
             raise typer.Exit(2)
         through = ALL
+    check_ids("--through", [through], [a.id for a in loaded.assignments], also=(ALL,))
     try:
         written = write_student_repo(loaded, root, out, notebooks=notebooks, force=force, through=through)
     except ReleaseError as exc:
@@ -291,6 +295,7 @@ def release_nbgrader(
     from grader.release.nbgrader import write_course
 
     loaded = _release_course(course)
+    check_ids("--assignment", assignments or [], [a.id for a in loaded.assignments])
     try:
         release = write_course(loaded, course.resolve().parent, out, assignment_ids=assignments, exchange=exchange)
     except (ReleaseError, ImportError) as exc:
@@ -306,8 +311,11 @@ def release_nbgrader(
 @push_app.command("nbgrader")
 def push_nbgrader(
     assignment: str = typer.Argument(..., help="The assignment id (course.yaml assignments)."),
-    db: Path = typer.Option(Path("grades.db"), "--db", help="Our gradebook (written by grader grade)."),
-    nbgrader_db: Path = typer.Option(Path("gradebook.db"), "--nbgrader-db", help="nbgrader's gradebook."),
+    db: Path = typer.Option(Path("grades.db"), "--db", exists=True, dir_okay=False,
+                            help="Our gradebook (written by grader grade)."),
+    # Must exist: nbgrader creates it (generate_assignment); a typo must not start an empty one.
+    nbgrader_db: Path = typer.Option(Path("gradebook.db"), "--nbgrader-db", exists=True, dir_okay=False,
+                                     help="nbgrader's gradebook (the course directory's gradebook.db)."),
     course: Path = CourseOption,
 ) -> None:
     """Write our scores into nbgrader's gradebook so formgrader shows them."""
@@ -315,6 +323,7 @@ def push_nbgrader(
     from grader.release.nbgrader import push_scores
 
     loaded = _release_course(course)
+    check_ids("ASSIGNMENT", [assignment], [a.id for a in loaded.assignments])
     try:
         report = push_scores(loaded, db, nbgrader_db, assignment, course.resolve().parent)
     except (ReleaseError, ImportError) as exc:
@@ -338,7 +347,7 @@ app.add_typer(export_app, name="export")
 
 @export_app.command("csv")
 def export_csv(
-    out: Path = typer.Argument(..., dir_okay=False, help="The CSV file to write."),
+    out: Path = typer.Argument(..., dir_okay=False, callback=existing_parent, help="The CSV file to write."),
     db: Path = typer.Option(Path("grades.db"), "--db", exists=True, dir_okay=False, help="The gradebook."),
     wide: bool = typer.Option(False, "--wide", help="One row per student, one column per exercise, and a total."),
     course: Path = CourseOption,
@@ -364,7 +373,8 @@ def export_csv(
 
 @export_app.command("gradescope")
 def export_gradescope(
-    out: Path = typer.Argument(..., help="The autograder zip to write (instructor-only: it holds the references)."),
+    out: Path = typer.Argument(..., callback=existing_parent,
+                               help="The autograder zip to write (instructor-only: it holds the references)."),
     assignment: str = typer.Option(None, "--assignment", help="Only this assignment's exercises (default: all)."),
     exercise: list[str] = typer.Option(None, "--exercise", "-e", help="Only these exercises (repeatable)."),
     visibility: str = typer.Option("visible", "--visibility", help="visible, after_published, after_due_date or hidden."),

@@ -130,7 +130,9 @@ def grade(exam_id: str = typer.Argument(..., help="Exam id (course.yaml exams)."
           course: Path = CourseOption) -> None:
     """Grade an exam's answers and code, each student with their variant; apply the late policy."""
     from grader.exams.session import run_exam_grading
+    from grader.input_checks import check_class_folder
 
+    check_class_folder(submissions)
     raise typer.Exit(run_exam_grading(exam_id, submissions, out=out, course_path=course, jobs=jobs, roster=roster,
                                       timestamps=timestamps, answers_only=answers_only, db=db,
                                       trust_file_times=trust_file_times))
