@@ -8,10 +8,10 @@ plain data. None of them asserts.
 The attention weights can be read in two ways. :func:`revealing_setup`
 picks inputs and weights whose values form the identity matrix, so the
 output *is* the weight matrix, whatever the implementation calls. And
-:func:`forward` records, through a forward hook on ``module.dropout``, what
-goes into and out of the ``nn.Dropout`` that the course applies to the
-weights after the softmax (empty when the student never calls it); public
-tests use that only to pick which hint to show.
+:func:`forward` records, at the dispatcher, what goes into and out of every
+dropout (``nn.Dropout`` or ``F.dropout`` under any name; empty when the
+student never calls one); public tests use that only to pick which hint
+to show.
 """
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from types import ModuleType
 import torch
 from torch import nn
 
+from coursekit.probes.dropout import DropoutWatch, FixedDropout
 from coursekit.probes.modules import (
     devices_after_to,
     dtypes_after_to,
@@ -106,38 +107,24 @@ def forward(module: ModuleType, x: torch.Tensor, *, d_out: int, context_length: 
     ``module(x)``.
 
     Returns ``outputs`` (one per call), ``weights_in`` / ``weights_out``
-    (what each call passed into and got back from ``module.dropout``: lists
-    of tensors, empty when ``dropout`` was never called), ``load`` (weights
+    (what each call passed into and got back from a dropout, seen at the
+    dispatcher: lists of tensors, empty when no dropout ran), ``load`` (weights
     that did not load), ``mask_before`` / ``mask_after`` (copies of the
     ``mask`` attribute), ``input_unchanged``."""
     attention, load = build(module, x.size(-1), d_out, context_length, dropout, qkv_bias, weights)
     attention.train(train)
-    seen_in: list[torch.Tensor] = []
-    seen_out: list[torch.Tensor] = []
-
-    def record(_module: nn.Module, args: tuple, output: torch.Tensor) -> None:
-        if args and isinstance(args[0], torch.Tensor):
-            seen_in.append(args[0].detach().clone())
-        if isinstance(output, torch.Tensor):
-            seen_out.append(output.detach().clone())
-
-    drop = getattr(attention, "dropout", None)
-    handle = drop.register_forward_hook(record) if isinstance(drop, nn.Module) else None
     x_before = x.clone()
     mask_before = _mask_snapshot(attention)
     outputs = []
-    try:
-        with torch.no_grad():
-            for _ in range(calls):
-                torch.manual_seed(seed)
-                outputs.append(attention(x))
-    finally:
-        if handle is not None:
-            handle.remove()
+    watch = DropoutWatch()
+    with torch.no_grad(), watch:
+        for _ in range(calls):
+            torch.manual_seed(seed)
+            outputs.append(attention(x))
     return {
         "outputs": outputs,
-        "weights_in": seen_in,
-        "weights_out": seen_out,
+        "weights_in": watch.inputs,
+        "weights_out": watch.outputs,
         "load": load,
         "mask_before": mask_before,
         "mask_after": _mask_snapshot(attention),
@@ -201,9 +188,9 @@ def dropout_runs(module: ModuleType, x: torch.Tensor, *, d_out: int, context_len
 
     ``clean``: the output of a module built with ``dropout=0.0`` (eval
     mode); ``outputs``: one per seed, each from a fresh module built with
-    ``dropout`` in train or eval mode, ``torch.manual_seed(seed)`` right
-    before its forward. Every module gets the same ``weights`` and is
-    called once, so only dropout differs between them; comparing them reads
+    ``dropout`` in train or eval mode, its dropout masks drawn from ``seed``
+    at the dispatcher (:class:`coursekit.probes.dropout.FixedDropout`).
+    Every module gets the same ``weights`` and is called once, so only dropout differs between them; comparing them reads
     what dropout did, whatever else the implementation gets wrong."""
     plain, load = build(module, x.size(-1), d_out, context_length, 0.0, qkv_bias, weights)
     plain.eval()
@@ -214,7 +201,8 @@ def dropout_runs(module: ModuleType, x: torch.Tensor, *, d_out: int, context_len
             noisy, _ = build(module, x.size(-1), d_out, context_length, dropout, qkv_bias, weights)
             noisy.train(train)
             torch.manual_seed(seed)
-            outputs.append(noisy(x))
+            with FixedDropout(seed):
+                outputs.append(noisy(x))
     return {"clean": clean, "outputs": outputs, "load": load}
 
 
@@ -240,8 +228,8 @@ def all_gradients(module: ModuleType, x: torch.Tensor, *, d_out: int, context_le
                   weights: dict[str, torch.Tensor] | None = None, dropout: float = 0.0, train: bool = False,
                   seed: int = 0, upstream_seed: int = 0) -> dict:
     """Backpropagate ``(module(x) * upstream).sum()`` (``upstream`` drawn
-    from ``upstream_seed``; ``torch.manual_seed(seed)`` right before the
-    forward, so dropout masks are reproducible) and return the gradient of
+    from ``upstream_seed``; dropout masks drawn from ``seed`` at the
+    dispatcher, so they are reproducible whatever the memory layout) and return the gradient of
     the input and of every parameter, by name (None where none arrived).
 
     The module is converted to ``x.dtype`` before ``weights`` are loaded, so
@@ -255,7 +243,9 @@ def all_gradients(module: ModuleType, x: torch.Tensor, *, d_out: int, context_le
                            dtype=x.dtype)
     attention.zero_grad(set_to_none=True)
     torch.manual_seed(seed)
-    (attention(x) * upstream).sum().backward()
+    with FixedDropout(seed):
+        output = attention(x)
+    (output * upstream).sum().backward()
     return {
         "input_grad": x.grad,
         "parameter_grads": {name: p.grad for name, p in attention.named_parameters()},

@@ -11,6 +11,7 @@ from types import ModuleType
 
 import torch
 
+from coursekit.probes.dropout import FixedDropout
 from coursekit.probes import stacks
 from coursekit.probes.modules import load_weights
 
@@ -61,14 +62,16 @@ def encoder_float64(module: ModuleType, config: dict, x: torch.Tensor, mask: tor
 
 def seeded_output(module: ModuleType, cls: str, config: dict, weights: dict[str, torch.Tensor],
                   args: stacks.Args, train: bool, seed: int) -> dict:
-    """``cls(**config)`` with ``weights``, in train or eval mode; the global
-    RNG is seeded just before the forward, so two correct implementations
-    draw exactly the same dropout masks."""
+    """``cls(**config)`` with ``weights``, in train or eval mode; every
+    dropout draws its mask from ``seed`` at the dispatcher (see
+    :class:`coursekit.probes.dropout.FixedDropout`), so two correct
+    implementations drop exactly the same entries, however they call
+    dropout and whatever the memory layout of their tensors."""
     obj = stacks.build(module, cls, config)
     load = load_weights(obj, weights)
     obj.train(train)
     torch.manual_seed(seed)
-    with torch.no_grad():
+    with torch.no_grad(), FixedDropout(seed):
         out = obj(*args)
     return {"output": out, "load": load}
 
@@ -77,7 +80,8 @@ def gradient_values(module: ModuleType, cls: str, config: dict, weights: dict[st
                     args: stacks.Args, upstream: torch.Tensor, train: bool = False, seed: int = 0) -> dict:
     """Backpropagate ``sum(forward(*args) * upstream)`` and return the
     gradients themselves: of every floating-point input (None for the others)
-    and of every parameter, by name (None where no gradient arrived)."""
+    and of every parameter, by name (None where no gradient arrived).
+    Dropout masks come from ``seed`` as in :func:`seeded_output`."""
     obj = stacks.build(module, cls, config)
     load = load_weights(obj, weights)
     obj.train(train)
@@ -85,7 +89,9 @@ def gradient_values(module: ModuleType, cls: str, config: dict, weights: dict[st
               for a in args]
     obj.zero_grad(set_to_none=True)
     torch.manual_seed(seed)
-    (obj(*leaves) * upstream).sum().backward()
+    with FixedDropout(seed):
+        output = obj(*leaves)
+    (output * upstream).sum().backward()
     inputs = [a.grad if isinstance(a, torch.Tensor) and a.requires_grad else None for a in leaves]
     parameters = {name: p.grad for name, p in obj.named_parameters()}
     return {"inputs": inputs, "parameters": parameters, "load": load}

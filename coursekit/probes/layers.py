@@ -77,6 +77,13 @@ def _attention(module: ModuleType, d_model: int, num_heads: int, weights: Weight
     return mha, modules.load_weights(mha, weights)
 
 
+def attention_attributes(module: ModuleType, d_model: int, num_heads: int) -> dict[str, str]:
+    """``MultiHeadedAttention(d_model, num_heads)`` right after the
+    constructor: its ``attn`` must already exist and be None (see
+    :func:`coursekit.probes.modules.attributes_before_forward`)."""
+    return modules.attributes_before_forward(module.MultiHeadedAttention(d_model, num_heads), ["attn"])
+
+
 def attention_output(module: ModuleType, d_model: int, num_heads: int, weights: Weights,
                      query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                      mask: torch.Tensor | None = None, bias: bool = True) -> dict:

@@ -107,3 +107,19 @@ def train_eval_outputs(module: nn.Module, forward: Forward, seeds: tuple[int, in
                 outputs[f"{mode}_{seed}"] = forward(module)
     module.train()
     return outputs
+
+
+def attributes_before_forward(module: nn.Module, names: list[str]) -> dict[str, str]:
+    """What each attribute of ``names`` holds right after the constructor,
+    before any forward pass: "missing", "None", or the type's name. A
+    contract attribute (``attn``: None until the first call) must exist
+    from ``__init__`` on."""
+    found = {}
+    for name in names:
+        try:
+            value = getattr(module, name)
+        except AttributeError:
+            found[name] = "missing"
+            continue
+        found[name] = "None" if value is None else type(value).__name__
+    return found

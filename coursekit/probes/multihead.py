@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from coursekit.probes import modules
+from coursekit.probes.dropout import FixedDropout
 
 PROJECTIONS = ("W_query", "W_key", "W_value")
 
@@ -276,38 +277,17 @@ def state(module: ModuleType, class_name: str, config: dict) -> dict:
 def forward_fixed_dropout(module: ModuleType, class_name: str, config: dict, x: torch.Tensor,
                           weights: dict[str, torch.Tensor] | None = None, seed: int = 0) -> dict:
     """:func:`forward` in training mode, with every dropout of the forward
-    pass drawing its mask from ``seed`` in the tensor's *logical* order.
-
-    Why not just ``torch.manual_seed``: dropout fills its mask in memory
-    order, so a correct solution whose attention weights come out with other
-    strides (``einsum`` does that for some sizes) would drop other entries
-    than the reference. Here ``torch.nn.functional.dropout`` (which
-    ``nn.Dropout`` calls) is replaced for the call: in training mode the
-    i-th dropout keeps the entries where the i-th ``torch.rand(shape)`` of a
-    generator seeded with ``seed`` is at least ``p``, whatever the layout.
-    A dropout result that is thrown away, or dropout in the wrong place,
-    still shows.
+    pass drawing its mask from ``seed`` in the tensor's *logical* order
+    (see :class:`coursekit.probes.dropout.FixedDropout`: seen at the
+    dispatcher, so ``nn.Dropout``, ``F.dropout`` under any name and
+    ``torch.dropout`` all draw the same masks). A dropout result that is
+    thrown away, or dropout in the wrong place, still shows.
     """
     model, loaded = _build(module, class_name, config, weights)
     model.train()
-    gen = torch.Generator().manual_seed(seed)
-    real_dropout = nn.functional.dropout
-
-    def fixed_dropout(input: torch.Tensor, p: float = 0.5, training: bool = True,
-                      inplace: bool = False) -> torch.Tensor:
-        if not training or p == 0:
-            return real_dropout(input, p, training, inplace)
-        keep = torch.rand(tuple(input.shape), generator=gen) >= p
-        output = input * keep.to(input.dtype) / (1 - p) if p < 1 else input * 0
-        return input.copy_(output) if inplace else output
-
     buffers, before = _snapshot(model), x.clone()
     torch.manual_seed(seed)
-    nn.functional.dropout = fixed_dropout
-    try:
-        with torch.no_grad():
-            output = model(x)
-    finally:
-        nn.functional.dropout = real_dropout
+    with torch.no_grad(), FixedDropout(seed):
+        output = model(x)
     return {"output": output, "load": loaded, "input_unchanged": bool(torch.equal(x, before)),
             "buffers_unchanged": _same_buffers(buffers, model)}

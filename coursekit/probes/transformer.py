@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from coursekit.loader import load_module
+from coursekit.probes.dropout import DropoutWatch
 from coursekit.probes.modules import dtypes_after_to, hidden_list_modules, registered, train_eval_outputs
 
 IMPLICIT_SOFTMAX = "Implicit dimension choice for softmax"
@@ -116,28 +117,46 @@ def attention_weights(module: ModuleType, config: dict, seed: int, src: torch.Te
     }
 
 
-def _capture_first_input(sub: object, store: dict, key: str):
-    def hook(_module, args, kwargs):
-        store[key] = (args[0] if args else kwargs.get("x")).detach().clone()
-    return sub.register_forward_pre_hook(hook, with_kwargs=True) if isinstance(sub, nn.Module) else None
+def _first_layer(stack: object) -> object:
+    """``stack.layers[0]``, or None where the stack has no such layer."""
+    try:
+        return stack.layers[0]  # type: ignore[attr-defined, index]
+    except (AttributeError, IndexError, TypeError, KeyError):
+        return None
+
+
+def _capture_first_input(subs: list[object], store: dict, key: str) -> None:
+    """Record the first argument of whichever of ``subs`` runs first.
+
+    The module's own ``forward`` is wrapped (an instance attribute), so the
+    call is seen however it is made: ``stack(x)``, ``stack.forward(x)``, or a
+    loop over ``stack.layers`` that calls the first layer itself."""
+    for sub in subs:
+        if not isinstance(sub, nn.Module):
+            continue
+        original = sub.forward
+
+        def forward(*args, _original=original, **kwargs):
+            first = args[0] if args else kwargs.get("x")
+            if key not in store and isinstance(first, torch.Tensor):
+                store[key] = first.detach().clone()
+            return _original(*args, **kwargs)
+
+        sub.forward = forward
 
 
 def stack_inputs(module: ModuleType, config: dict, seed: int, src: torch.Tensor, tgt: torch.Tensor) -> dict:
-    """What ``model(src, tgt)`` feeds into ``model.encoder`` and
-    ``model.decoder`` (their first argument; None if never called as a
-    module), in eval mode, with the embedding tables and the positional
-    table needed to check it."""
+    """What ``model(src, tgt)`` feeds into the encoder and the decoder stack
+    (the first argument of ``model.encoder`` or, for code that loops over
+    ``model.encoder.layers`` itself, of its first layer; the same for the
+    decoder; None if neither ran), in eval mode, with the embedding tables
+    and the positional table needed to check it."""
     model = build(module, config, seed)
     seen: dict = {}
-    handles = [_capture_first_input(model.encoder, seen, "encoder_input"),
-               _capture_first_input(model.decoder, seen, "decoder_input")]
-    try:
-        with torch.no_grad():
-            model(src, tgt)
-    finally:
-        for handle in handles:
-            if handle is not None:
-                handle.remove()
+    _capture_first_input([model.encoder, _first_layer(model.encoder)], seen, "encoder_input")
+    _capture_first_input([model.decoder, _first_layer(model.decoder)], seen, "decoder_input")
+    with torch.no_grad():
+        model(src, tgt)
     return {
         "encoder_input": seen.get("encoder_input"),
         "decoder_input": seen.get("decoder_input"),
@@ -147,45 +166,6 @@ def stack_inputs(module: ModuleType, config: dict, seed: int, src: torch.Tensor,
         "tgt_embed": model.tgt_embed.weight.detach().clone(),
         "pe": model.pos_encoding.pe.detach().clone(),
     }
-
-
-def meta_forward(module: ModuleType, config: dict, src: torch.Tensor, tgt: torch.Tensor) -> dict:
-    """Move the model to the ``meta`` device (tensors with shapes and no
-    data) and call it on inputs there: any tensor the forward creates on
-    the CPU instead of on the inputs' device makes it fail, as it would on
-    a GPU. Returns the error text (None if it ran), the logits' shape and
-    device, and the attributes that hide modules in plain lists (which
-    ``.to()`` does not move either)."""
-    model = module.Transformer(**config).eval().to("meta")
-    found = {"error": None, "shape": None, "device": None, "hidden_lists": hidden_list_modules(model)}
-    try:
-        with torch.no_grad():
-            logits = model(src.to("meta"), tgt.to("meta"))
-    except NotImplementedError:
-        raise  # the stub: report it as "not implemented", not as a device problem
-    except (RuntimeError, TypeError, ValueError) as exc:
-        return {**found, "error": f"{type(exc).__name__}: {exc}"}
-    return {**found, "shape": list(logits.shape), "device": str(logits.device)}
-
-
-def default_device_forward(module: ModuleType, config: dict, src: torch.Tensor, tgt: torch.Tensor) -> dict:
-    """``model(src, tgt)`` on the CPU, while tensors created without a
-    ``device=`` go to the ``meta`` device: a mask built with
-    ``torch.ones(n, n)`` instead of ``torch.ones(n, n, device=tgt.device)``
-    then meets the CPU inputs and the call fails. Cheap (no meta kernel runs
-    for correct code), but a stray 0-dim tensor fails here although a GPU
-    would accept it: confirm a failure with :func:`meta_forward`.
-    Returns the same fields as :func:`meta_forward`."""
-    model = module.Transformer(**config).eval()
-    found = {"error": None, "shape": None, "device": None, "hidden_lists": hidden_list_modules(model)}
-    try:
-        with torch.no_grad(), torch.device("meta"):
-            logits = model(src, tgt)
-    except NotImplementedError:
-        raise
-    except (RuntimeError, TypeError, ValueError) as exc:
-        return {**found, "error": f"{type(exc).__name__}: {exc}"}
-    return {**found, "shape": list(logits.shape), "device": str(logits.device)}
 
 
 def greedy_output(module: ModuleType, config: dict, seed: int, src: torch.Tensor, max_len: int,
@@ -296,32 +276,42 @@ def train_gradients(module: ModuleType, config: dict, seed: int, src: torch.Tens
             "grads": {name: None if p.grad is None else p.grad.clone() for name, p in model.named_parameters()}}
 
 
+def _count_calls(sub: object, depth: list[int]) -> None:
+    """While ``sub``'s forward runs, ``depth[0]`` is above 0 (its own
+    ``forward`` wrapped, so a direct ``sub.forward(x)`` counts too)."""
+    if not isinstance(sub, nn.Module):
+        return
+    original = sub.forward
+
+    def forward(*args, **kwargs):
+        depth[0] += 1
+        try:
+            return original(*args, **kwargs)
+        finally:
+            depth[0] -= 1
+
+    sub.forward = forward
+
+
 def dropout_modes(module: ModuleType, config: dict, seed: int, src: torch.Tensor, tgt: torch.Tensor) -> dict:
     """With the config's dropout: whether two train-mode forwards under
     different seeds differ, and two eval-mode forwards are identical, at the
     non-pad target positions; and whether train-mode forwards still differ
-    when every dropout outside ``model.pos_encoding`` is switched off (the
-    positional encoding's own dropout is used)."""
+    when every dropout outside ``model.pos_encoding``'s forward is switched
+    off at the dispatcher (the positional encoding's own dropout is used)."""
     pad = config.get("pad_idx", 0)
     model = build(module, config, seed)
     outs = {key: _real(value, tgt, pad) for key, value in train_eval_outputs(model, lambda m: m(src, tgt)).items()}
-    inside = {id(sub) for sub in model.pos_encoding.modules()} if isinstance(model.pos_encoding, nn.Module) else set()
-    for sub in model.modules():
-        if isinstance(sub, nn.Dropout) and id(sub) not in inside:
-            sub.p = 0.0
-    only_pe = {key: _real(value, tgt, pad) for key, value in train_eval_outputs(model, lambda m: m(src, tgt)).items()}
+    # Every dropout outside the positional encoding's forward is switched off
+    # at the dispatcher, however it is called (nn.Dropout, F.dropout, ...).
+    depth = [0]
+    _count_calls(model.pos_encoding, depth)
+    with DropoutWatch(only_when=lambda: depth[0] > 0):
+        only_pe = {key: _real(value, tgt, pad)
+                   for key, value in train_eval_outputs(model, lambda m: m(src, tgt)).items()}
     return {"train_varies": not torch.equal(outs["train_0"], outs["train_1"]),
             "eval_repeatable": torch.equal(outs["eval_0"], outs["eval_1"]),
             "pe_dropout_used": not torch.equal(only_pe["train_0"], only_pe["train_1"])}
-
-
-def device_forward(module: ModuleType, config: dict, src: torch.Tensor, tgt: torch.Tensor) -> dict:
-    """Whether ``model(src, tgt)`` creates every tensor on the inputs' device:
-    :func:`default_device_forward`, confirmed by :func:`meta_forward` when it fails."""
-    found = default_device_forward(module, config, src, tgt)
-    if found["error"] is not None:
-        found = meta_forward(module, config, src, tgt)
-    return {"runs": found["error"] is None, "shape": found["shape"]}
 
 
 def greedy_rule(module: ModuleType, config: dict, seed: int, src: torch.Tensor, max_len: int,

@@ -12,6 +12,7 @@ from torch import nn
 
 from coursekit import expect
 from coursekit.probes import causal_attention as probe
+from coursekit.probes.placement import forward_placement
 
 # Seed 001, section 2.2: "Your journey starts with one step", one 3-d vector per word.
 SEED_INPUTS = torch.tensor([
@@ -329,6 +330,16 @@ def test_to_device_moves_the_mask(student):
     left = sorted(name for name, device in found.items() if device != "meta")
     expect.that(not left, what="tensors after module.to(device)", expected="all moved",
                 actual="left behind: " + ", ".join(left), pitfalls=["mask-not-buffer"])
+
+
+def test_forward_creates_its_tensors_on_the_inputs_device(student):
+    # On the CPU first, then module.to('meta') on an input moved to 'meta'.
+    x = torch.randn(2, 4, 5, generator=torch.Generator().manual_seed(8))
+    found = forward_placement(student, "CausalAttention", {}, [x], init_args=[5, 3, 6, 0.0])
+    expect.that(found["placement"] != "mismatch", what="CausalAttention(5, 3, 6, 0.0).to('meta') on an input on "
+                "'meta' (a device that stands in for a GPU here)",
+                expected="it runs: the mask comes from the registered buffer (self.mask[:n, :n]), or is made "
+                "with device=x.device", actual=found["detail"], pitfalls=["mask-not-buffer", "mask-cpu-loop"])
 
 
 def test_uses_no_builtin_attention(student):

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from coursekit import expect
-from coursekit.probes.layers import (attention_gradients, attention_output, attention_parameter_shapes,
+from coursekit.probes.layers import (attention_attributes, attention_gradients, attention_output, attention_parameter_shapes,
                                      attention_train_eval, constructor_error, random_weights, structure)
 
 ROLES = ("W_query", "W_key", "W_value")
@@ -153,6 +153,25 @@ def test_uses_no_builtin_attention(student):
 def test_self_attention_matches_torch(student):
     x = randn(2, 5, 8, seed=1)
     check_attention(student, 8, 2, x, x, x, "self-attention, d_model = 8, 2 heads, x (2, 5, 8)")
+
+
+def test_large_scores_stay_finite(student):
+    # Scores in the hundreds: exp() overflows unless the softmax subtracts each row's maximum.
+    x = randn(2, 5, 8, seed=11) * 8
+    weights = random_weights(attention_parameter_shapes(8), seed=3)
+    result = attention_output(student, 8, 2, weights, x, x, x)
+    expected, expected_attn = oracle(weights, 8, 2, x, x, x)
+    what = "self-attention on large inputs (scores in the hundreds), x (2, 5, 8)"
+    expect.close(result["attn"], expected_attn, atol=1e-4, rtol=1e-3, what=f"self.attn of {what}",
+                 pitfalls=["softmax-overflow"])
+    expect.close(result["output"], expected, atol=1e-4, rtol=1e-3, what=f"output of {what}",
+                 pitfalls=["softmax-overflow"])
+
+
+def test_attn_is_none_before_the_first_forward(student):
+    found = attention_attributes(student, 8, 2)
+    expect.equal(found["attn"], "None", what="MultiHeadedAttention(8, 2).attn right after the constructor "
+                 "(\"missing\": not set in __init__)")
 
 
 def test_single_head_matches_torch(student):

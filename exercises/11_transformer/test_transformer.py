@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from coursekit import expect
-from coursekit.probes.modules import dtypes_after_to, gradient_reach, train_eval_outputs
+from coursekit.probes.modules import dtypes_after_to, gradient_reach, hidden_list_modules, train_eval_outputs
+from coursekit.probes.placement import forward_placement
 from coursekit.probes.transformer import (
-    attention_weights, build, default_device_forward, encode_decode, forward_logits, greedy_output, meta_forward, stack_inputs,
-    structure,
+    attention_weights, build, encode_decode, forward_logits, greedy_output, stack_inputs, structure,
 )
 
 @pytest.fixture(autouse=True, scope="module")
@@ -108,8 +108,8 @@ def test_embeddings_are_scaled_and_get_the_positional_encoding_once(student, sid
     ids, table = (src, result["src_embed"]) if side == "encoder" else (tgt, result["tgt_embed"])
     got = result[f"{side}_input"]
     expect.that(got is not None, what=f"the {side}'s input during model(src, tgt)",
-                expected=f"model.{side}(x, ...) called with x (batch, n, d_model)",
-                actual=f"model.{side} (a {result[side + '_type']}) was never called as a module",
+                expected=f"model.{side}(x, ...), or its first layer model.{side}.layers[0], called with x (batch, n, d_model)",
+                actual=f"neither model.{side} (a {result[side + '_type']}) nor its first layer ran",
                 pitfalls=["plain-list-layers"] if result[side + "_type"] in ("list", "tuple") else [])
     embedded, pe = table[ids], result["pe"][0, : ids.size(1)]
     expect.shape(got, tuple(embedded.shape), what=f"the {side}'s input x: (batch, n, d_model)")
@@ -200,22 +200,16 @@ def test_attention_weights_follow_the_masks(student):
 
 def test_masks_are_built_on_the_inputs_device(student):
     src, tgt = src_tgt(5)
-    forward_logits(student, CONFIG, 0, src, tgt)  # runs on the CPU first
-    # Quick check first: tensors created without device= land on 'meta'.
-    # Only if that fails, the slower, exact check: model and inputs on 'meta'.
-    result = default_device_forward(student, CONFIG, src, tgt)
-    if result["error"] is not None:
-        result = meta_forward(student, CONFIG, src, tgt)
-    if result["hidden_lists"]:  # .to() cannot move layers it does not see
-        pitfalls = ["plain-list-layers"]
-    else:
-        pitfalls = ["mask-cpu-loop"] if result["error"] and "device" in result["error"] else []
+    # On the CPU first (an error there is no device problem), then
+    # model.to('meta') on inputs moved to 'meta', a device that stands in for a GPU.
+    result = forward_placement(student, "Transformer", CONFIG, [src, tgt])
+    hidden = hidden_list_modules(build(student, CONFIG, 0))  # .to() cannot move layers it does not see
     expect.that(
-        result["error"] is None,
+        result["placement"] != "mismatch",
         what="model.to('meta')(src, tgt) with the inputs on 'meta' too (a device that stands in for a GPU here)",
         expected="it runs: every mask and index tensor created on src.device / tgt.device",
-        actual=f"{result['error']}",
-        pitfalls=pitfalls,
+        actual=result["detail"],
+        pitfalls=["plain-list-layers"] if hidden else ["mask-cpu-loop"],
     )
     expect.equal(result["shape"], [3, 5, CONFIG["tgt_vocab"]], what="shape of the logits in this check")
 

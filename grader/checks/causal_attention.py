@@ -14,6 +14,7 @@ import torch
 
 from coursekit.probes import causal_attention as probe
 from grader.checks import Check, Compare, all_of, no_forbidden_calls, plain_equal, tensors_close, text
+from grader.checks.devices import device_check, placement_call
 from grader.sandbox import ProbeCall
 
 P = "coursekit.probes.causal_attention:"
@@ -72,6 +73,32 @@ def _too_long(gen: torch.Generator) -> list[ProbeCall]:
         d_in = _int(gen, 2, 6)
         x = torch.randn((2, n, d_in) if batched else (n, d_in), generator=gen)
         calls.append(ProbeCall(RAISED, {"x": x, "d_out": _int(gen, 1, 4), "context_length": context_length}))
+    return calls
+
+
+# Inputs this many times larger make the scores ~60 times larger than in the
+# other checks (hundreds): exp() overflows float32 unless the softmax
+# subtracts each row's maximum first (torch.softmax does).
+LARGE = 8.0
+
+
+def _large_scores(gen: torch.Generator) -> list[ProbeCall]:
+    calls = []
+    for batched in (True, True, False):
+        config = _config(gen, batched=batched)
+        calls.append(ProbeCall(FORWARD, config | {"x": config["x"] * LARGE}))
+    return calls
+
+
+def _placements(gen: torch.Generator) -> list[ProbeCall]:
+    """Forward passes on the meta device: batched and shorter than
+    context_length, then one unbatched at full length."""
+    calls = []
+    for batched, shorter in ((True, True), (False, False)):
+        config = _config(gen, shorter=shorter, batched=batched)
+        d_in = config["x"].size(-1)
+        calls.append(placement_call("CausalAttention", {"qkv_bias": config["qkv_bias"]}, config["x"],
+                                    init_args=(d_in, config["d_out"], config["context_length"], 0.0)))
     return calls
 
 
@@ -329,6 +356,19 @@ CHECKS = [
         compare=_derived(lambda devices: sorted(set(devices.values())), "some tensors were left behind"),
         pitfalls=("mask-not-buffer",),
         seed=7,
+    ),
+    Check(
+        id="05-large-scores",
+        message=text("very large scores (hundreds): finite outputs, no overflow",
+                     "非常大的分数（数百）：输出为有限值，不溢出"),
+        calls=_large_scores,
+        compare=all_of(tensors_close(*OUTPUT, atol=1e-4, rtol=1e-3), plain_equal("load", reason="weights did not load")),
+        pitfalls=("softmax-overflow",),
+        seed=15,
+    ),
+    device_check(
+        "05-forward-device", _placements, owner="CausalAttention", pitfalls=("mask-cpu-loop", "mask-not-buffer"),
+        weight=1, seed=14,
     ),
     Check(
         id="05-eval-no-dropout",

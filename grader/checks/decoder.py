@@ -29,6 +29,7 @@ from grader.checks.stacks import (
     padding,
     random_blocks,
 )
+from grader.checks.devices import device_check, placement_call
 from grader.sandbox import ProbeCall
 
 PROBES = "coursekit.probes.decoder"
@@ -106,6 +107,21 @@ def _behaviour(gen: torch.Generator, count: int, stack: bool) -> list[ProbeCall]
 def _structures(gen: torch.Generator, count: int, stack: bool) -> list[ProbeCall]:
     return [ProbeCall(STACK_STRUCTURE if stack else LAYER_STRUCTURE, {"config": layer_config(gen, stack)})
             for _ in range(count)]
+
+
+def _placements(gen: torch.Generator) -> list[ProbeCall]:
+    """Forward passes on the meta device: a layer and a stack, with a causal
+    mask and padded sources, and with padded targets."""
+    calls = []
+    for cls, stack, kind in (("DecoderLayer", False, "causal"), ("Decoder", True, "target-padding"),
+                             ("Decoder", True, "none")):
+        config = layer_config(gen, stack)
+        batch, n_tgt, n_src = draw(gen, 1, 3), draw(gen, 2, 6), draw(gen, 2, 6)
+        masks = _masks(gen, kind, batch, n_tgt, n_src)
+        x = torch.randn(batch, n_tgt, config["d_model"], generator=gen)
+        memory = torch.randn(batch, n_src, config["d_model"], generator=gen)
+        calls.append(placement_call(cls, config, x, memory, masks["tgt_mask"], masks["memory_mask"]))
+    return calls
 
 
 CHECKS = [
@@ -293,5 +309,7 @@ CHECKS = [
         pitfalls=STACK_PITFALLS,
         seed=1016,
     ),
+    device_check("10-device", _placements, owner="DecoderLayer and Decoder", pitfalls=("mask-cpu-loop", "plain-list-layers"),
+                 seed=1017),
     no_forbidden_calls("10", requires=("10-layer-behaviour",)),
 ]

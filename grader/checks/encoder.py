@@ -30,6 +30,7 @@ from grader.checks.stacks import (
     padding,
     random_blocks,
 )
+from grader.checks.devices import device_check, placement_call
 from grader.sandbox import ProbeCall
 
 PROBES = "coursekit.probes.encoder"
@@ -101,6 +102,18 @@ def _behaviour(gen: torch.Generator, count: int, stack: bool) -> list[ProbeCall]
 def _structures(gen: torch.Generator, count: int, stack: bool) -> list[ProbeCall]:
     return [ProbeCall(STACK_STRUCTURE if stack else LAYER_STRUCTURE, {"config": layer_config(gen, stack)})
             for _ in range(count)]
+
+
+def _placements(gen: torch.Generator) -> list[ProbeCall]:
+    """Forward passes on the meta device: a layer and a stack, with and
+    without a padding mask."""
+    calls = []
+    for cls, stack, kind in (("EncoderLayer", False, "padding"), ("Encoder", True, "padding"), ("Encoder", True, "none")):
+        config = layer_config(gen, stack)
+        batch, n = draw(gen, 1, 3), draw(gen, 2, 6)
+        x = torch.randn(batch, n, config["d_model"], generator=gen)
+        calls.append(placement_call(cls, config, x, _mask(gen, kind, batch, n)))
+    return calls
 
 
 CHECKS = [
@@ -265,5 +278,7 @@ CHECKS = [
         pitfalls=STACK_PITFALLS,
         seed=914,
     ),
+    device_check("09-device", _placements, owner="EncoderLayer and Encoder", pitfalls=("mask-cpu-loop", "plain-list-layers"),
+                 seed=916),
     no_forbidden_calls("09", requires=("09-layer-behaviour",)),
 ]

@@ -78,6 +78,17 @@ def _attention_calls(gen: torch.Generator, count: int, *, masked: bool, blocked_
 
 # --- the calls of each check ---
 
+# Queries and keys this many times larger make scores ~100 times larger than
+# elsewhere (hundreds): exp() of them overflows float32 unless the softmax
+# subtracts each row's maximum first (torch.softmax does).
+LARGE = 10.0
+
+
+def _large_score_calls(gen: torch.Generator) -> list[ProbeCall]:
+    calls = _attention_calls(gen, 4, masked=False) + _attention_calls(gen, 4, masked=True)
+    return [ProbeCall(call.probe, call.kwargs | {"query": call.kwargs["query"] * LARGE,
+                                                 "key": call.kwargs["key"] * LARGE}) for call in calls]
+
 def _causal_calls(gen: torch.Generator) -> list[ProbeCall]:
     sizes = [1, 2, _int(gen, 3, 5), _int(gen, 6, 9), _int(gen, 10, 16)]
     return [ProbeCall(CAUSAL, {"seq_len": n, "device": "cpu" if i % 2 else None}) for i, n in enumerate(sizes)]
@@ -243,6 +254,16 @@ CHECKS = [
         seed=5,
     ),
     Check(
+        id="03-large-scores",
+        weight=1,
+        message=text("very large scores (hundreds), with and without a mask: finite weights and outputs, no overflow",
+                     "非常大的分数（数百），有无掩码：权重和输出都是有限值，不溢出"),
+        calls=_large_score_calls,
+        compare=_attention_close(atol=1e-4, rtol=1e-3),
+        pitfalls=("softmax-overflow",),
+        seed=14,
+    ),
+    Check(
         id="03-gradients",
         weight=1.5,
         message=text("gradients with respect to query, key and value, with and without masks, "
@@ -328,16 +349,21 @@ CHECKS = [
 
 # The six 3-d word vectors of seed 001 ("Your journey starts with one step"),
 # public in exercise 02: the student's causal weights drawn next to the expected.
+# The sequence is left-padded (the first word is padding), so the first query
+# sees no key at all: a fully blocked row, where -1e9 instead of -inf shows
+# as uniform weights instead of zeros.
+_LEFT_PADDED_CAUSAL = torch.triu(torch.ones(6, 6, dtype=torch.bool), diagonal=1) | (torch.arange(6) == 0)
 _SEED_WORDS = torch.tensor([[0.43, 0.15, 0.89], [0.55, 0.87, 0.66], [0.57, 0.85, 0.64],
                             [0.22, 0.58, 0.33], [0.77, 0.25, 0.10], [0.05, 0.80, 0.55]])
 FIGURES = [
     Figure(
         name="causal-weights",
-        title=text("causal attention weights on seed 001's six words (rows: queries, columns: keys)",
-                   "seed 001 六个词上的因果注意力权重（行：query，列：key）"),
+        title=text("causal attention weights on seed 001's six words, the first one padding, so that the first "
+                   "query sees no key (rows: queries, columns: keys)",
+                   "seed 001 六个词上的因果注意力权重，第一个词是填充，因此第一个 query 看不到任何 key"
+                   "（行：query，列：key）"),
         call=ProbeCall("coursekit.probes.masking:attention_output",
-                       {"query": _SEED_WORDS, "key": _SEED_WORDS, "value": _SEED_WORDS,
-                        "mask": torch.triu(torch.ones(6, 6, dtype=torch.bool), diagonal=1)}),
+                       {"query": _SEED_WORDS, "key": _SEED_WORDS, "value": _SEED_WORDS, "mask": _LEFT_PADDED_CAUSAL}),
         path=("weights",),
     ),
 ]

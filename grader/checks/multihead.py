@@ -15,6 +15,7 @@ import torch
 from coursekit.probes.multihead import random_weights
 from grader.checks import (CallBuilder, Check, Compare, pick, all_of, no_forbidden_calls, plain_equal,
                            tensors_close, text)
+from grader.checks.devices import device_check, placement_call
 from grader.sandbox import ProbeCall
 
 P = "coursekit.probes.multihead:"
@@ -208,6 +209,28 @@ def _sequence_calls(gen: torch.Generator) -> list[ProbeCall]:
     return calls
 
 
+# Inputs this many times larger make the scores ~60 times larger than in the
+# other checks (hundreds): exp() overflows float32 unless the softmax
+# subtracts each row's maximum first (torch.softmax does).
+LARGE = 8.0
+
+
+def _large_scores(gen: torch.Generator) -> list[ProbeCall]:
+    calls = _forward_calls(gen, MHA, [2, 3])  # the wrapper's heads are the shipped CausalAttention
+    return [ProbeCall(call.probe, call.kwargs | {"x": call.kwargs["x"] * LARGE}) for call in calls]
+
+
+def _placements(gen: torch.Generator) -> list[ProbeCall]:
+    """Forward passes on the meta device, shorter than context_length, of
+    MultiHeadAttention and of the wrapper."""
+    calls = []
+    for class_name, h, shorter in ((MHA, 3, True), (WRAPPER, 2, True)):
+        cfg = (_mha_config if class_name == MHA else _wrapper_config)(gen, h)
+        n = _int(gen, 1, cfg["context_length"] - 1) if shorter else cfg["context_length"]
+        calls.append(placement_call(class_name, cfg, _randn(gen, _int(gen, 1, 3), n, cfg["d_in"])))
+    return calls
+
+
 def _each(key: str, compare: Compare, reason: str = "wrong number of results") -> Compare:
     """``compare`` on every item of the lists found at ``key``."""
 
@@ -385,5 +408,11 @@ CHECKS = [
            "MultiHeadAttention: gradients of the input and of every parameter, out_proj included",
            "MultiHeadAttention：输入与每个参数（包括 out_proj）的梯度",
            lambda gen: _gradient_calls(gen, MHA, [2, 3, 1]), GRADIENT_COMPARE, "no-out-proj"),
+    _check("06-large-scores", 1, 31,
+           "MultiHeadAttention on very large scores (hundreds): finite outputs, no overflow",
+           "分数非常大（数百）时，MultiHeadAttention 的输出为有限值，不溢出",
+           _large_scores, _forward_compare(atol=1e-4, rtol=1e-3), "softmax-overflow"),
+    device_check("06-mha-device", _placements, owner="MultiHeadAttention (and the wrapper)",
+                 pitfalls=("mask-cpu-loop", "mask-not-buffer"), seed=30),
     no_forbidden_calls("06", requires=("06-mha-values",)),
 ]

@@ -78,6 +78,15 @@ def _scale(gen: torch.Generator) -> list[ProbeCall]:
     return [_forward(gen, (), n, d_in, d_out, _coin(gen), scale=2.5) for n, d_in, d_out in shapes]
 
 
+def _large_scores(gen: torch.Generator) -> list[ProbeCall]:
+    """Weights six times those of the scale check: scores ~36 times larger
+    (hundreds), where exp() overflows float32 unless the softmax subtracts
+    each row's maximum first (torch.softmax does)."""
+    shapes = [(5, 3, 2), (4, 6, 8), (6, 5, 4)]
+    return [_forward(gen, (b,) if b else (), n, d_in, d_out, _coin(gen), scale=15.0)
+            for b, (n, d_in, d_out) in zip((0, 2, 1), shapes)]
+
+
 def _per_example(gen: torch.Generator) -> list[ProbeCall]:
     configs = [(3, 3, 4, 3), (2, 5, 3, 2), (4, 4, 6, 4)]  # (batch, n, d_in, d_out); the 1st and 3rd: silent .T
     return [_forward(gen, (b,), n, d_in, d_out, _coin(gen), probe="per_example") for b, n, d_in, d_out in configs]
@@ -158,6 +167,14 @@ CHECKS = [
         message=text("scores are scaled by 1/sqrt(d_k) before the softmax (large weights, d_k from small to large)",
                      "softmax 之前分数乘以 1/sqrt(d_k)（较大的权重，d_k 从小到大）"),
         calls=_scale, compare=OUTPUT, pitfalls=("missing-scale",), seed=44,
+    ),
+    Check(
+        id="04-large-scores",
+        weight=1,
+        message=text("very large scores (hundreds): finite outputs, no overflow",
+                     "非常大的分数（数百）：输出为有限值，不溢出"),
+        calls=_large_scores, compare=all_of(LOADED, tensors_close("output", atol=1e-4, rtol=1e-3)),
+        pitfalls=("softmax-overflow",), seed=49,
     ),
     Check(
         id="04-batch-equals-examples",

@@ -12,6 +12,7 @@ from coursekit.probes.layers import (add_norm_parameter_shapes, attention_parame
                                      feed_forward_parameter_shapes, random_weights)
 from grader.checks import Check, Compare, all_of, no_forbidden_calls, text
 from grader.checks import deep_close, error_type_equal, facts_equal
+from grader.checks.devices import device_check, placement_call
 from grader.sandbox import ProbeCall
 
 PROBES = "coursekit.probes.layers"
@@ -117,6 +118,39 @@ def _cross_attention(gen: torch.Generator, bias: bool = True, count: int = 6) ->
         memory = _randn(gen, b, n_k, d_model)
         value = memory if i % 2 else _randn(gen, b, n_k, d_model)  # key and value from different tensors
         calls.append(_attention_call(gen, d_model, heads, _randn(gen, b, n_q, d_model), memory, value, bias=bias))
+    return calls
+
+
+# Inputs this many times larger make the scores ~60 times larger than in the
+# other checks (hundreds): exp() overflows float32 unless the softmax
+# subtracts each row's maximum first, as torch.softmax and nn.MultiheadAttention do.
+LARGE = 8.0
+
+
+def _large_scores(gen: torch.Generator) -> list[ProbeCall]:
+    """Self-attention and masked cross-attention on large inputs."""
+    calls = []
+    for i in range(4):
+        d_model, heads = _size(gen)
+        b, n_q, n_k = _int(gen, 1, 3), _int(gen, 2, 5), _int(gen, 2, 6)
+        x = _randn(gen, b, n_q, d_model) * LARGE
+        if i % 2:
+            memory = _randn(gen, b, n_k, d_model) * LARGE
+            calls.append(_attention_call(gen, d_model, heads, x, memory, memory, _padding(gen, b, n_k)))
+        else:
+            calls.append(_attention_call(gen, d_model, heads, x, x, x))
+    return calls
+
+
+def _placements(gen: torch.Generator) -> list[ProbeCall]:
+    """Forward passes on the meta device, with the accepted mask shapes."""
+    calls = []
+    for mask_kind in ("padding", "causal", "none"):
+        d_model, heads = _size(gen)
+        b, n = _int(gen, 1, 3), _int(gen, 2, 5)
+        x = _randn(gen, b, n, d_model)
+        mask = {"padding": _padding(gen, b, n), "causal": _causal(n), "none": None}[mask_kind]
+        calls.append(placement_call("MultiHeadedAttention", {}, x, x, x, mask, init_args=(d_model, heads)))
     return calls
 
 
@@ -320,5 +354,19 @@ CHECKS = [
           message=text("the three blocks composed into a post-norm encoder layer, with and without a padding mask",
                        "三个组件组合成后归一化的编码器层，带与不带填充掩码"),
           calls=_encoder_layer, compare=deep_close(), pitfalls=("residual-missing",), seed=12),
+    Check(id="08-large-scores", weight=1,
+          message=text("very large scores (hundreds), with and without a padding mask: finite weights and outputs, "
+                       "as nn.MultiheadAttention gives (a softmax must subtract each row's maximum)",
+                       "非常大的分数（数百），有无填充掩码：权重与输出都是有限值，与 nn.MultiheadAttention 一致"
+                       "（softmax 需要先减去每行的最大值）"),
+          calls=_large_scores, compare=all_of(loaded, unchanged, deep_close(atol=1e-4, rtol=1e-3)),
+          pitfalls=("softmax-overflow",), seed=13),
+    Check(id="08-attn-before-forward", weight=0.5,
+          message=text("MultiHeadedAttention has its attn attribute from __init__ on: None until the first forward",
+                       "MultiHeadedAttention 从 __init__ 起就有 attn 属性：第一次前向计算之前为 None"),
+          calls=lambda gen: [ProbeCall(f"{PROBES}:attention_attributes", {"d_model": 6, "num_heads": 2})],
+          compare=facts_equal("attn", reason="attn does not exist, or is not None, before the first forward "
+                              "(set self.attn = None in __init__)"), seed=14),
+    device_check("08-device", _placements, owner="MultiHeadedAttention", pitfalls=("mask-cpu-loop",), seed=15),
     no_forbidden_calls("08", requires=("08-self-attention",)),
 ]
