@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from grader.course import DEFAULT_COURSE_FILE, CourseError, load_course
-from grader.input_checks import check_class_folder, check_ids, existing_parent, memory_mib, positive_seconds
+from grader.input_checks import check_class_folder, check_ids, check_students, existing_parent, memory_mib, positive_seconds
 
 app = typer.Typer(help="Grade the attention & Transformers course.", no_args_is_help=True, add_completion=False)
 
@@ -127,6 +127,9 @@ def grade(
                                                   "more options: grader exam grade."),
     executor: str = typer.Option("local", "--executor", help="local (threads here) or dask (a Dask cluster)."),
     scheduler: str = typer.Option(None, "--scheduler", help="Dask scheduler address (default: a LocalCluster here)."),
+    student: list[str] = typer.Option(None, "--student", "-s", help="Grade only these students (repeatable)."),
+    force: bool = typer.Option(False, "--force", help="Grade again what the gradebook already has (a regrade: "
+                               "the old result is kept in its history, adjustments stay in effect)."),
     course: Path = CourseOption,
 ) -> None:
     """Grade a class into the gradebook and write the reports.
@@ -136,6 +139,11 @@ def grade(
     from grader.session import run_grading
 
     check_class_folder(submissions)
+    check_students(submissions, student or [])
+    if exam and (student or force):
+        typer.echo("error: --student and --force regrade exercises; for an exam, grade it again with a new --db "
+                   "or see grader exam grade", err=True)
+        raise typer.Exit(2)
     if exam:  # into the same gradebook; the exam's own files as well (grader/exams/session.py)
         from grader.exams.session import run_exam_grading
 
@@ -144,7 +152,7 @@ def grade(
 
     raise typer.Exit(run_grading(submissions, out=out, db=db, jobs=jobs, timeout=timeout, memory=memory,
                                  assignment=assignment, exercise_ids=exercise or [], course_path=course,
-                                 executor=executor, scheduler=scheduler))
+                                 executor=executor, scheduler=scheduler, students=student or [], force=force))
 
 
 @app.command()
@@ -185,6 +193,47 @@ def similarity(
     if json_out is not None:
         write_json(reports, json_out)
         console.print(f"{json_out}: written")
+
+
+@app.command()
+def adjust(
+    student: str = typer.Argument(None, help="Student id (as in the gradebook)."),
+    exercise: str = typer.Argument(None, help="Exercise id (01, 02, ...) or exam id."),
+    points: float = typer.Option(None, "--points", help="Set the score to P points (0..max)."),
+    delta: float = typer.Option(None, "--delta", help="Add D points to the graded score (negative takes off)."),
+    clear: bool = typer.Option(False, "--clear", help="Withdraw the adjustment: the graded score stands again."),
+    reason: str = typer.Option("", "--reason", help="Why (required; kept and exported)."),
+    by: str = typer.Option(None, "--by", help="Who decides (default: the OS user)."),
+    list_: bool = typer.Option(False, "--list", help="Show the history of adjustments and regrades (of STUDENT)."),
+    db: Path = typer.Option(Path("grades.db"), "--db", exists=True, dir_okay=False, help="The gradebook."),
+    course: Path = CourseOption,
+) -> None:
+    """Adjust one result by hand, with a reason; the history is kept (never
+    an overwrite) and the newest adjustment is in effect in every export."""
+    from grader.adjustments import AdjustmentRefused, current_user, history_lines, make_adjustment
+    from grader.gradebook import Gradebook, GradebookError
+
+    try:
+        loaded = load_course(course, check_files=False)
+        with Gradebook(db) as book:
+            if list_:
+                lines = history_lines(book, student)
+                typer.echo("\n".join(lines) if lines else f"{db}: no adjustment or regrade"
+                           + (f" of {student}" if student else ""))
+                return
+            if not student or not exercise:
+                raise AdjustmentRefused("give STUDENT and EXERCISE (or --list)")
+            made, now = make_adjustment(book, loaded, student, exercise, points=points, delta=delta, clear=clear,
+                                        reason=reason, made_by=by or current_user())
+    except AdjustmentRefused as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    except (CourseError, GradebookError) as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from exc
+    before = now.graded_points if now.graded_points is not None else now.points
+    typer.echo(f"{student} {exercise}: {made.change()} by {made.made_by} ({made.reason}); "
+               f"now {now.points:g}/{now.max_points:g} (graded {before:g})")
 
 
 @app.command("sync-shipped")

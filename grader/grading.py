@@ -70,14 +70,16 @@ def _key(course: Course, submission: Submission, part: ExerciseSubmission) -> Ke
     return Key(submission.student, part.exercise.id, part.content_hash or MISSING_HASH, course.course.version)
 
 
-def pending(course: Course, submissions: list[Submission], gradebook: Gradebook, run: ClassRun) -> list[Task]:
-    """Tasks whose result is not in the gradebook yet."""
+def pending(course: Course, submissions: list[Submission], gradebook: Gradebook, run: ClassRun,
+            force: bool = False) -> list[Task]:
+    """Tasks whose result is not in the gradebook yet (every task when
+    ``force``: a regrade; the gradebook keeps the result it replaces)."""
     tasks = []
     for submission in submissions:
         for part in submission.exercises.values():
             key = _key(course, submission, part)
             run.keys.append(key)
-            if gradebook.has(key):
+            if gradebook.has(key) and not force:
                 run.resumed += 1
             else:
                 tasks.append(Task(key, submission, part))
@@ -88,14 +90,18 @@ def grade_class(course: Course, exercises: list[Exercise], submissions_dir: Path
                 judge: Judge | None, workdir: Path, *, jobs: int = 2,
                 on_result: Callable[[Task, Record | None], None] | None = None,
                 on_plan: Callable[[int], None] | None = None, root: Path = REPO_ROOT,
-                executor: Executor | None = None) -> ClassRun:
+                executor: Executor | None = None, students: set[str] | None = None,
+                force: bool = False) -> ClassRun:
     """Grade every submission in ``submissions_dir`` into ``gradebook``.
 
     ``executor`` runs the judging (default: ``jobs`` threads here, with
-    ``judge``); whatever runs it, only this process writes the gradebook."""
+    ``judge``); whatever runs it, only this process writes the gradebook.
+    ``students``: only these; ``force``: grade again what is already graded."""
     submissions = collect(submissions_dir, course, exercises, workdir, root)
+    if students:
+        submissions = [s for s in submissions if s.student in students]
     run = ClassRun(submissions)
-    tasks = pending(course, submissions, gradebook, run)
+    tasks = pending(course, submissions, gradebook, run, force)
     if on_plan is not None:
         on_plan(len(tasks))
     if executor is None:

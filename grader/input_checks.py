@@ -93,3 +93,12 @@ def check_ids(option: str, given: list[str], known: list[str], *, also: tuple[st
         choices = ", ".join([*known, *also]) or "(none in course.yaml)"
         typer.echo(f"error: {option}: no {', '.join(map(repr, unknown))} in course.yaml; choose from {choices}", err=True)
         raise typer.Exit(2)
+
+
+def check_students(folder: Path, students: list[str]) -> None:
+    """Exit 2 naming ``--student`` when one has no ``<id>/`` or ``<id>.zip`` in ``folder``."""
+    missing = [s for s in students if not ((folder / s).exists() or (folder / f"{s}.zip").exists())
+               or "/" in s or s.startswith(".")]
+    if missing:
+        typer.echo(f"error: --student: no submission of {', '.join(map(repr, missing))} in {folder}", err=True)
+        raise typer.Exit(2)

@@ -11,6 +11,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from grader.adjustments import apply_adjustments
 from grader.course import CourseError, load_course
 from grader.exams.records import recorded_exam_stats
 from grader.gradebook import Gradebook, GradebookError
@@ -25,7 +26,7 @@ EXIT_OK, EXIT_BAD_INPUT, EXIT_GRADER_BROKEN, EXIT_GRADEBOOK = 0, 2, 3, 4
 def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: float | None,
                 memory: int | None, assignment: str | None, course_path: Path,
                 exercise_ids: list[str] | None = None, executor: str = "local",
-                scheduler: str | None = None) -> int:
+                scheduler: str | None = None, students: list[str] | None = None, force: bool = False) -> int:
     console = Console(stderr=True)
     try:
         course = load_course(course_path)
@@ -71,8 +72,13 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
                     progress.update(bar, advance=1)
 
                 run = grade_class(course, exercises, submissions, gradebook, judge, Path(workdir), jobs=jobs,
-                                  executor=runner, on_result=advance, root=root, on_plan=lambda n: progress.update(bar, total=n))
+                                  executor=runner, on_result=advance, root=root, on_plan=lambda n: progress.update(bar, total=n),
+                                  students=set(students or []), force=force)
             records = [r for r in (gradebook.get(k) for k in run.keys) if r is not None]
+            records = apply_adjustments(records, gradebook.adjustments())   # grader adjust: in every report
+            if students:  # a regrade of a few: the reports stay the whole class's, with their new results
+                chosen = {e.id for e in exercises}
+                records = [r for r in gradebook.records(course.course.version) if r.key.exercise in chosen]
             exams = recorded_exam_stats(course, list(gradebook.records(course.course.version)))
     except GradebookError as exc:
         console.print(f"gradebook error: {exc}", markup=False)

@@ -12,13 +12,23 @@ def _points(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".")
 
 
+def _adjustment_text(r: Record) -> str:
+    """"+2 by alice: regrade request" (grades.csv column adjustment), or ""."""
+    a = r.adjustment
+    return f"{a['change']} by {a['by']} at {a['at']}: {a['reason']}" if a else ""
+
+
 def write_grades_csv(records: list[Record], path: Path) -> None:
-    """student, exercise, points, max_points, status: one row per result."""
+    """student, exercise, points, max_points, status, then graded_points (the
+    judge's score, before the instructor's adjustment) and the adjustment:
+    one row per result."""
     with open(path, "w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
-        writer.writerow(["student", "exercise", "points", "max_points", "status"])
+        writer.writerow(["student", "exercise", "points", "max_points", "status", "graded_points", "adjustment"])
         for r in sorted(records, key=lambda r: (r.key.student, r.key.exercise)):
-            writer.writerow([r.key.student, r.key.exercise, _points(r.points), _points(r.max_points), r.status])
+            graded = r.points if r.graded_points is None else r.graded_points
+            writer.writerow([r.key.student, r.key.exercise, _points(r.points), _points(r.max_points), r.status,
+                             _points(graded), _adjustment_text(r)])
 
 
 def write_wide_csv(records: list[Record], path: Path, course) -> None:
@@ -50,6 +60,9 @@ def write_results_json(records: list[Record], path: Path) -> None:
             "course_version": r.key.course_version,
             "points": r.points,
             "max_points": r.max_points,
+            # the judge's score before the instructor's adjustment (grader adjust), and that adjustment
+            "graded_points": r.points if r.graded_points is None else r.graded_points,
+            "adjustment": r.adjustment,
             "status": r.status,
             "reason": r.reason,
             "checks": [
