@@ -128,6 +128,10 @@ def grade(
     executor: str = typer.Option("local", "--executor", help="local (threads here) or dask (a Dask cluster)."),
     scheduler: str = typer.Option(None, "--scheduler", help="Dask scheduler address (default: a LocalCluster here)."),
     student: list[str] = typer.Option(None, "--student", "-s", help="Grade only these students (repeatable)."),
+    extensions: Path = typer.Option(None, "--extensions", exists=True, dir_okay=False,
+                                    help="CSV student_id, assignment or exercise, extra_min or due: deadline extensions."),
+    timestamps: Path = typer.Option(None, "--timestamps", exists=True, dir_okay=False,
+                                    help="CSV student_id, submitted_at[, assignment]: when each handed in."),
     force: bool = typer.Option(False, "--force", help="Grade again what the gradebook already has (a regrade: "
                                "the old result is kept in its history, adjustments stay in effect)."),
     course: Path = CourseOption,
@@ -152,7 +156,8 @@ def grade(
 
     raise typer.Exit(run_grading(submissions, out=out, db=db, jobs=jobs, timeout=timeout, memory=memory,
                                  assignment=assignment, exercise_ids=exercise or [], course_path=course,
-                                 executor=executor, scheduler=scheduler, students=student or [], force=force))
+                                 executor=executor, scheduler=scheduler, students=student or [], force=force,
+                                 extensions=extensions, timestamps=timestamps))
 
 
 @app.command()

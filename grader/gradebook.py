@@ -26,7 +26,8 @@ from pathlib import Path
 SCHEMA_VERSION = 3
 
 # v3: the instructor's adjustments (one row per decision; the newest per
-# student and exercise is in effect) and the results a regrade replaced.
+# student and exercise is in effect), the results a regrade replaced, and
+# each submission's lateness (derived: recomputed by every grading run).
 ADJUSTMENTS_TABLE = """CREATE TABLE IF NOT EXISTS adjustments (
     id             INTEGER PRIMARY KEY AUTOINCREMENT,
     student        TEXT NOT NULL,
@@ -44,6 +45,11 @@ SUPERSEDED_TABLE = """CREATE TABLE IF NOT EXISTS superseded_results (
     points REAL NOT NULL, max_points REAL NOT NULL, status TEXT NOT NULL, reason TEXT NOT NULL,
     verdicts TEXT NOT NULL, graded_at REAL NOT NULL, figures TEXT NOT NULL,
     superseded_at REAL NOT NULL
+)"""
+LATENESS_TABLE = """CREATE TABLE IF NOT EXISTS lateness (
+    student TEXT NOT NULL, exercise TEXT NOT NULL, content_hash TEXT NOT NULL, course_version TEXT NOT NULL,
+    lateness TEXT NOT NULL,   -- JSON: grader/late_policy.py's Lateness
+    PRIMARY KEY (student, exercise, content_hash, course_version)
 )"""
 # One transaction: a grader killed while creating the file leaves no tables
 # or all of them, with their version (an existing file keeps its version).
@@ -66,13 +72,14 @@ CREATE TABLE IF NOT EXISTS results (
 );
 {ADJUSTMENTS_TABLE};
 {SUPERSEDED_TABLE};
+{LATENESS_TABLE};
 INSERT OR IGNORE INTO meta VALUES ('schema_version', '{SCHEMA_VERSION}');
 COMMIT;
 """
 # Each step takes the schema from version N to N + 1, in one transaction.
 MIGRATIONS: dict[int, tuple[str, ...]] = {
     1: ("ALTER TABLE results ADD COLUMN figures TEXT NOT NULL DEFAULT '{}'",),
-    2: (ADJUSTMENTS_TABLE, SUPERSEDED_TABLE),
+    2: (ADJUSTMENTS_TABLE, SUPERSEDED_TABLE, LATENESS_TABLE),
 }
 
 
@@ -102,6 +109,8 @@ class Record:
     # the judge's score before the instructor's adjustment, and that adjustment.
     graded_points: float | None = None
     adjustment: dict | None = None
+    # ... and the homework late policy's verdict (grader/deadlines.py), with the points before it.
+    lateness: dict | None = None
 
 
 def _record(row: tuple) -> Record:
@@ -186,9 +195,7 @@ class Gradebook:
         version, with the instructor's adjustment in effect applied (unless
         ``adjusted`` is False)."""
         if adjusted:
-            from grader.adjustments import apply_adjustments
-
-            yield from apply_adjustments(list(self.records(course_version, adjusted=False)), self.adjustments())
+            yield from self.finalise(list(self.records(course_version, adjusted=False)))
             return
         rows = self._db.execute(
             """SELECT * FROM results r WHERE course_version = ? AND graded_at = (
@@ -199,6 +206,31 @@ class Gradebook:
         )
         for row in rows:
             yield _record(row)
+
+    def finalise(self, records: list[Record]) -> list[Record]:
+        """``records`` as reports show them: the instructor's adjustment in
+        effect applied, then the late policy (grader/adjustments.py, grader/deadlines.py)."""
+        from grader.adjustments import apply_adjustments
+        from grader.deadlines import apply_lateness
+
+        lateness = {}
+        for *key, text in self._db.execute("SELECT * FROM lateness"):
+            lateness[Key(*key)] = json.loads(text)
+        return apply_lateness(apply_adjustments(records, self.adjustments()), lateness)
+
+    def set_lateness(self, assessed: dict[Key, dict]) -> None:
+        """Record the lateness of these submissions (one transaction; replaces
+        what an earlier run derived: extensions may have changed)."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.executemany("INSERT OR REPLACE INTO lateness VALUES (?, ?, ?, ?, ?)",
+                                 [(k.student, k.exercise, k.content_hash, k.course_version, json.dumps(v))
+                                  for k, v in assessed.items()])
+            self._db.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise GradebookError(f"{self.path}: cannot record lateness: {exc}") from exc
 
     def adjust(self, student: str, exercise: str, *, kind: str, value: float, reason: str, made_by: str,
                course_version: str, content_hash: str) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from grader.adjustments import apply_adjustments
+from grader.deadlines import DeadlineInputError, assess_class, load_homework_times
 from grader.course import CourseError, load_course
 from grader.exams.records import recorded_exam_stats
 from grader.gradebook import Gradebook, GradebookError
@@ -26,11 +26,13 @@ EXIT_OK, EXIT_BAD_INPUT, EXIT_GRADER_BROKEN, EXIT_GRADEBOOK = 0, 2, 3, 4
 def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: float | None,
                 memory: int | None, assignment: str | None, course_path: Path,
                 exercise_ids: list[str] | None = None, executor: str = "local",
-                scheduler: str | None = None, students: list[str] | None = None, force: bool = False) -> int:
+                scheduler: str | None = None, students: list[str] | None = None, force: bool = False,
+                extensions: Path | None = None, timestamps: Path | None = None) -> int:
     console = Console(stderr=True)
     try:
         course = load_course(course_path)
-    except CourseError as exc:
+        homework = load_homework_times(course, extensions, timestamps)
+    except (CourseError, DeadlineInputError) as exc:
         console.print(str(exc), markup=False)
         return EXIT_BAD_INPUT
     if assignment:
@@ -75,7 +77,9 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
                                   executor=runner, on_result=advance, root=root, on_plan=lambda n: progress.update(bar, total=n),
                                   students=set(students or []), force=force)
             records = [r for r in (gradebook.get(k) for k in run.keys) if r is not None]
-            records = apply_adjustments(records, gradebook.adjustments())   # grader adjust: in every report
+            lateness, late_problems = assess_class(course, run.submissions, run.keys, homework)
+            gradebook.set_lateness({k: v.to_dict() for k, v in lateness.items()})
+            records = gradebook.finalise(records)   # grader adjust and the late policy: in every report
             if students:  # a regrade of a few: the reports stay the whole class's, with their new results
                 chosen = {e.id for e in exercises}
                 records = [r for r in gradebook.records(course.course.version) if r.key.exercise in chosen]
@@ -89,6 +93,14 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
     for submission in run.submissions:
         for problem in submission.problems:
             console.print(f"[yellow]warning[/yellow] {submission.student}: {problem}", highlight=False)
+    for problem in late_problems:
+        console.print(f"[yellow]warning[/yellow] {problem}", markup=False, highlight=False)
+    if lateness:
+        late = sum(v.flagged for v in lateness.values())
+        unknown = sum(not v.known for v in lateness.values())
+        console.print(f"deadlines: {late} late submission(s)" + (
+            f", {unknown} with lateness unknown (no submission time on record: --timestamps, nbgrader's "
+            "timestamp.txt or a git checkout gives one; grades.csv column lateness)" if unknown else ""))
     try:
         out.mkdir(parents=True, exist_ok=True)
         write_grades_csv(records, out / "grades.csv")

@@ -20,15 +20,22 @@ def _adjustment_text(r: Record) -> str:
 
 def write_grades_csv(records: list[Record], path: Path) -> None:
     """student, exercise, points, max_points, status, then graded_points (the
-    judge's score, before the instructor's adjustment) and the adjustment:
-    one row per result."""
+    judge's score, before the instructor's adjustment) and the adjustment,
+    then the homework late policy's verdict: unpenalised_points (before it),
+    late_min, late_factor and lateness (its note; "lateness unknown: ..." when
+    no submission time is on record; empty without a due time): one row per result."""
     with open(path, "w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
-        writer.writerow(["student", "exercise", "points", "max_points", "status", "graded_points", "adjustment"])
+        writer.writerow(["student", "exercise", "points", "max_points", "status", "graded_points", "adjustment",
+                         "unpenalised_points", "late_min", "late_factor", "lateness"])
         for r in sorted(records, key=lambda r: (r.key.student, r.key.exercise)):
             graded = r.points if r.graded_points is None else r.graded_points
+            late = r.lateness or {}
             writer.writerow([r.key.student, r.key.exercise, _points(r.points), _points(r.max_points), r.status,
-                             _points(graded), _adjustment_text(r)])
+                             _points(graded), _adjustment_text(r),
+                             _points(late.get("unpenalised_points", r.points)),
+                             _points(late["late_min"]) if late.get("known") else "",
+                             f"{late['factor']:g}" if late else "", late.get("note", "")])
 
 
 def write_wide_csv(records: list[Record], path: Path, course) -> None:
@@ -63,6 +70,9 @@ def write_results_json(records: list[Record], path: Path) -> None:
             # the judge's score before the instructor's adjustment (grader adjust), and that adjustment
             "graded_points": r.points if r.graded_points is None else r.graded_points,
             "adjustment": r.adjustment,
+            # homework deadlines (grader/deadlines.py): submitted_at, deadline, source, late_min, flagged,
+            # factor, note, known, unpenalised_points; null when the assignment has no due time
+            "lateness": r.lateness,
             "status": r.status,
             "reason": r.reason,
             "checks": [
