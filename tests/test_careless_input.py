@@ -47,6 +47,11 @@ CASES = [
     ("export-csv-missing-db", ["export", "csv", "{tmp}/grades.csv", "--db", "{tmp}/nope.db"], "--db"),
     ("export-gradescope-missing-folder", ["export", "gradescope", "{tmp}/no-such-dir/a.zip"], "does not exist"),
     ("export-gradescope-unknown-assignment", ["export", "gradescope", "{tmp}/a.zip", "--assignment", "nope"], "nope"),
+    ("grade-extensions-missing", ["grade", "{class}", "--extensions", "{tmp}/nope.csv"], "--extensions"),
+    ("grade-extensions-unknown-assignment", ["grade", "{class}", "--extensions", "{bad_extensions}", "--db",
+                                            "{tmp}/g.db"], "no assignment or exercise 'nope'"),
+    ("grade-timestamps-not-a-time", ["grade", "{class}", "--timestamps", "{bad_timestamps}", "--db", "{tmp}/g.db"],
+     "submitted_at: not an ISO time"),
     ("grade-unknown-student", ["grade", "{class}", "--student", "nobody"], "--student"),
     ("grade-exam-force", ["grade", "{class}", "--exam", "midterm", "--force"], "--force"),
     ("adjust-no-reason", ["adjust", "s1", "01", "--delta", "1", "--db", "{db}"], "--reason"),
@@ -73,7 +78,9 @@ def places(tmp_path_factory) -> dict[str, Path]:
     (tmp / "empty" / ".DS_Store").write_text("")        # hidden files are no submission
     with Gradebook(tmp / "grades.db"):
         pass
-    return {"class": klass, "student": klass / "s1", "checkout": checkout, "empty": tmp / "empty",
+    (tmp / "ext.csv").write_text("student_id,assignment,extra_min\ns1,nope,60\n")
+    (tmp / "stamps.csv").write_text("student_id,submitted_at\ns1,last tuesday\n")
+    return {"bad_extensions": tmp / "ext.csv", "bad_timestamps": tmp / "stamps.csv", "class": klass, "student": klass / "s1", "checkout": checkout, "empty": tmp / "empty",
             "db": tmp / "grades.db", "tmp": tmp}
 
 
