@@ -333,7 +333,7 @@ CHECKS = [
                      "仅在对角线以上为 True"),
         calls=_structures,
         compare=_mask_registered,
-        pitfalls=("mask-not-buffer", "mask-off-by-one"),
+        pitfalls=("mask-not-buffer", "mask-off-by-one", "qkv-bias-ignored"),
         seed=5,
     ),
     Check(
@@ -389,7 +389,7 @@ CHECKS = [
                      "训练模式下 dropout 在 softmax 之后作用于注意力权重一次，保留的权重乘以 1/(1-p)"),
         calls=lambda gen: _dropout(gen, 4, train=True),
         compare=_train_dropout,
-        pitfalls=("dropout-typo",),
+        pitfalls=("dropout-typo", "dropout-before-softmax"),
         requires=(WEIGHTS_OK,),
         seed=9,
     ),

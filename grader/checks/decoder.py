@@ -159,7 +159,7 @@ CHECKS = [
                      "包括整条源序列都是填充的情况"),
         calls=lambda gen: _calls(gen, 4, "output", ("causal",)),
         compare=loaded_and_close(NAMES),
-        pitfalls=LAYER_PITFALLS,
+        pitfalls=(*LAYER_PITFALLS, "mask-not-passed"),
         seed=1001,
     ),
     Check(
@@ -171,7 +171,7 @@ CHECKS = [
                      "(batch, n_tgt, n_src)，包括整行被遮蔽的情况"),
         calls=lambda gen: _calls(gen, 4, "output", ("target-padding",)),
         compare=loaded_and_close(NAMES),
-        pitfalls=LAYER_PITFALLS,
+        pitfalls=(*LAYER_PITFALLS, "mask-not-passed"),
         seed=1002,
     ),
     Check(

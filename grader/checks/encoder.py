@@ -147,7 +147,7 @@ CHECKS = [
                      "EncoderLayer 使用填充掩码 (batch, 1, n)，包括整条序列都是填充的情况"),
         calls=lambda gen: _calls(gen, 6, "output", ("padding",)),
         compare=loaded_and_close(NAMES),
-        pitfalls=LAYER_PITFALLS,
+        pitfalls=(*LAYER_PITFALLS, "mask-not-passed"),
         seed=901,
     ),
     Check(
@@ -156,7 +156,7 @@ CHECKS = [
                      "EncoderLayer 使用形状为 (n, n) 与 (batch, n, n) 的掩码，包括整行被遮蔽的情况"),
         calls=lambda gen: _calls(gen, 4, "output", ("full",)),
         compare=loaded_and_close(NAMES),
-        pitfalls=LAYER_PITFALLS,
+        pitfalls=(*LAYER_PITFALLS, "mask-not-passed"),
         seed=902,
     ),
     Check(

@@ -300,7 +300,7 @@ CHECKS = [
                      "训练模式下使用 nn.Dropout 时，权重与输出等于对正确权重施加相同 dropout（相同随机种子）的结果"),
         calls=lambda gen: _dropout_calls(gen, train=True, count=4),
         compare=_attention_close(),
-        pitfalls=("dropout-typo",),
+        pitfalls=("dropout-typo", "dropout-before-softmax"),
         seed=9,
     ),
     Check(
@@ -321,7 +321,7 @@ CHECKS = [
         calls=_dropout_usage_calls,
         compare=all_of(plain_equal("calls", reason="the dropout module was not called exactly once"),
                        tensors_close("seen"), _attention_close()),
-        pitfalls=("dropout-typo", "mask-after-softmax"),
+        pitfalls=("dropout-typo", "mask-after-softmax", "dropout-before-softmax"),
         seed=11,
     ),
     Check(

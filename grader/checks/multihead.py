@@ -369,7 +369,7 @@ CHECKS = [
            "MultiHeadAttention 注册了各投影层、out_proj（带偏置）以及布尔因果掩码缓冲区：参数、缓冲区与 state_dict 的键",
            lambda gen: _state_calls(MHA, [_mha_config(gen, h) | {"qkv_bias": bias}
                                           for h, bias in ((2, False), (3, True), (1, False))]),
-           MHA_STATE_COMPARE, "no-out-proj"),
+           MHA_STATE_COMPARE, "no-out-proj", "qkv-bias-ignored"),
     _check("06-mha-values", 3, 22,
            "MultiHeadAttention with 1 to 4 heads, d_in equal to d_out or not, with and without qkv_bias, weights "
            "loaded by name: output values; the input and the mask buffer are left unchanged",
@@ -399,7 +399,7 @@ CHECKS = [
            "MultiHeadAttention in training mode with dropout on the attention weights, under fixed random seeds",
            "训练模式下、固定随机种子时，MultiHeadAttention 对注意力权重做 dropout",
            lambda gen: _forward_calls(gen, MHA, [2, 3, 4], dropout=0.3, train=True), _forward_compare(),
-           "dropout-typo"),
+           "dropout-typo", "dropout-before-softmax"),
     _check("06-mha-dropout-eval", 1, 28,
            "MultiHeadAttention with dropout > 0 in eval mode applies no dropout",
            "dropout > 0 的 MultiHeadAttention 在评估模式下不做 dropout",

@@ -135,7 +135,8 @@ CHECKS = [
                      "of the right sizes, with and without bias",
                      "SelfAttention 是 nn.Module，W_query、W_key、W_value 是已注册、大小正确的 nn.Linear 层"
                      "（有无 bias 两种情况）"),
-        calls=_structure, compare=STRUCTURE, pitfalls=("missing-super-init", "plain-list-layers"), seed=40,
+        calls=_structure, compare=STRUCTURE, pitfalls=("missing-super-init", "plain-list-layers", "qkv-bias-ignored"),
+        seed=40,
     ),
     Check(
         id="04-state-dict",

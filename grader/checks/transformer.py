@@ -250,7 +250,7 @@ CHECKS = [
                      "无论 pad_idx 的嵌入是什么"),
         calls=lambda gen: _cases("real_target_logits", gen, 6, padded=True, pad_embedding=_pad_embedding),
         compare=_forward_ok(),
-        pitfalls=("mask-inverted",),
+        pitfalls=("mask-inverted", "mask-not-passed"),
         seed=1,
     ),
     Check(
@@ -284,7 +284,7 @@ CHECKS = [
                      "也不关注未来的目标位置，且每个目标 token 能看到自己"),
         calls=lambda gen: _cases("real_attention_weights", gen, 4, padded=True),
         compare=all_of(*(_close(key, **F32) for key in ("encoder_self", "decoder_self", "decoder_cross"))),
-        pitfalls=("mask-off-by-one", "mask-inverted"),
+        pitfalls=("mask-off-by-one", "mask-inverted", "mask-not-passed"),
         seed=4,
     ),
     Check(

@@ -294,7 +294,7 @@ CHECKS = [
     Check(id="08-parameters", weight=1,
           message=text("parameter names and shapes of the three blocks (with and without bias), and state_dict keys",
                        "三个组件的参数名与形状（含与不含 bias）以及 state_dict 的键"),
-          calls=_structures, compare=structure_compare, pitfalls=("no-out-proj",)),
+          calls=_structures, compare=structure_compare, pitfalls=("no-out-proj", "qkv-bias-ignored")),
     Check(id="08-heads-divide", weight=0.5,
           message=text("MultiHeadedAttention raises ValueError when num_heads does not divide d_model, and only then",
                        "仅当 num_heads 不能整除 d_model 时 MultiHeadedAttention 抛出 ValueError"),
@@ -334,7 +334,7 @@ CHECKS = [
                        "the same random mask as nn.Dropout; none in eval mode",
                        "训练模式：在 softmax 之后对注意力权重做 dropout（attn 保存的就是它），随机掩码与 nn.Dropout 相同；"
                        "eval 模式下不做 dropout"),
-          calls=_dropout, compare=all_of(unchanged, deep_close()), seed=8),
+          calls=_dropout, compare=all_of(unchanged, deep_close()), pitfalls=("dropout-before-softmax",), seed=8),
     Check(id="08-float64", weight=1,
           message=text("the three blocks converted with .to(torch.float64): float64 outputs and gradients at float64 "
                        "precision",

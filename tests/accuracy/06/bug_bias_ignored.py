@@ -1,0 +1,57 @@
+#: expect: loses
+#: fails: [06-mha-state, 06-mha-values]
+#: hint: [qkv-bias-ignored]
+#: about: MultiHeadAttention's projections always have a bias, whatever qkv_bias says
+import torch
+from torch import nn
+
+from causal_attention import CausalAttention
+
+
+def split_heads(x, num_heads):
+    b, n, d = x.shape
+    if d % num_heads != 0:
+        raise ValueError("d % num_heads != 0")
+    return torch.einsum("bnhe->bhne", x.reshape(b, n, num_heads, d // num_heads))
+
+
+def merge_heads(x):
+    b, h, n, e = x.shape
+    return torch.einsum("bhne->bnhe", x).reshape(b, n, h * e)
+
+
+class MultiHeadAttentionWrapper(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__()
+        self.heads = nn.ModuleList(CausalAttention(d_in, d_out, context_length, dropout, qkv_bias)
+                                   for _ in range(num_heads))
+
+    def forward(self, x):
+        return torch.cat(tuple(map(lambda head: head(x), self.heads)), -1)
+
+
+class MultiHeadAttention(nn.Module):
+    def __init__(self, d_in, d_out, context_length, dropout, num_heads, qkv_bias=False):
+        super().__init__()
+        if d_out % num_heads != 0:
+            raise ValueError("bad num_heads")
+        self.num_heads = num_heads
+        self.W_query = nn.Linear(d_in, d_out)
+        self.W_key = nn.Linear(d_in, d_out)
+        self.W_value = nn.Linear(d_in, d_out)
+        self.out_proj = nn.Linear(d_out, d_out, bias=True)
+        self.dropout = nn.Dropout(dropout)
+        idx = torch.arange(context_length)
+        self.register_buffer("mask", idx[:, None] < idx[None, :])
+
+    def forward(self, x):
+        n = x.size(1)
+        if n > self.mask.size(0):
+            raise ValueError("context too long")
+        q = split_heads(self.W_query(x), self.num_heads)
+        k = split_heads(self.W_key(x), self.num_heads)
+        v = split_heads(self.W_value(x), self.num_heads)
+        s = torch.einsum("bhqe,bhke->bhqk", q, k) * q.size(-1) ** -0.5
+        s = s.masked_fill(self.mask[:n, :n], float("-inf"))
+        a = self.dropout(torch.softmax(s, -1))
+        return self.out_proj(merge_heads(torch.einsum("bhqk,bhke->bhqe", a, v)))
