@@ -403,13 +403,25 @@ app.add_typer(export_app, name="export")
 def export_csv(
     out: Path = typer.Argument(..., dir_okay=False, callback=existing_parent, help="The CSV file to write."),
     db: Path = typer.Option(Path("grades.db"), "--db", exists=True, dir_okay=False, help="The gradebook."),
-    wide: bool = typer.Option(False, "--wide", help="One row per student, one column per exercise, and a total."),
+    wide: bool = typer.Option(False, "--wide", help="One row per student: a column per exercise and exam "
+                              "(blank: not handed in), the total (weighted by course.yaml's weights) and the max."),
     course: Path = CourseOption,
 ) -> None:
     """Grades from the gradebook for LMS upload (the newest result of each
     student and exercise for this course version)."""
+    from grader.report.exports import write_grades_csv
+    from grader.report.lms import write_wide_csv
+
+    loaded, records = _exported_records(course, db)
+    (write_wide_csv(records, out, loaded) if wide else write_grades_csv(records, out))
+    typer.echo(f"{out}: {len({r.key.student for r in records})} students, {len(records)} results")
+
+
+def _exported_records(course: Path, db: Path):
+    """(course, the gradebook's final records: adjusted, late policy applied,
+    each exam once by its total) or exit 2 with the reason."""
+    from grader.exams.records import is_exam_part
     from grader.gradebook import Gradebook, GradebookError
-    from grader.report.exports import write_grades_csv, write_wide_csv
 
     try:
         loaded = load_course(course, check_files=False)
@@ -418,11 +430,42 @@ def export_csv(
     except (CourseError, GradebookError) as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from exc
-    from grader.exams.records import is_exam_part
+    return loaded, [r for r in records if not is_exam_part(loaded, r.key.exercise)]
 
-    records = [r for r in records if not is_exam_part(loaded, r.key.exercise)]  # an exam counts once, by its total
-    (write_wide_csv(records, out, loaded) if wide else write_grades_csv(records, out))
-    typer.echo(f"{out}: {len({r.key.student for r in records})} students, {len(records)} results")
+
+@export_app.command("canvas")
+def export_canvas(
+    out: Path = typer.Argument(..., dir_okay=False, callback=existing_parent, help="The CSV file to write."),
+    db: Path = typer.Option(Path("grades.db"), "--db", exists=True, dir_okay=False, help="The gradebook."),
+    id_column: str = typer.Option("sis_user_id", "--id-column", help="Where our student ids go: sis_user_id, "
+                                  "sis_login_id or id (Canvas's own user id)."),
+    course: Path = CourseOption,
+) -> None:
+    """Canvas's gradebook import CSV: a column per assignment and exam, a
+    Points Possible row; blank cells for work not handed in."""
+    from grader.report.lms import CANVAS_IDS, write_canvas_csv
+
+    check_ids("--id-column", [id_column], list(CANVAS_IDS), where="Canvas's identifier columns")
+    loaded, records = _exported_records(course, db)
+    typer.echo(f"{out}: {write_canvas_csv(records, loaded, out, id_column)} students (Canvas: Grades > Import)")
+
+
+@export_app.command("moodle")
+def export_moodle(
+    out: Path = typer.Argument(..., dir_okay=False, callback=existing_parent, help="The CSV file to write."),
+    db: Path = typer.Option(Path("grades.db"), "--db", exists=True, dir_okay=False, help="The gradebook."),
+    id_column: str = typer.Option("idnumber", "--id-column", help="What our student ids are in Moodle: idnumber, "
+                                  "email or username (map it to the same field at import)."),
+    course: Path = CourseOption,
+) -> None:
+    """Moodle's CSV grade import: an identifier column and a column per
+    assignment and exam; blank cells for work not handed in."""
+    from grader.report.lms import MOODLE_IDS, MOODLE_MAP_TO, write_moodle_csv
+
+    check_ids("--id-column", [id_column], list(MOODLE_IDS), where="Moodle's user fields")
+    loaded, records = _exported_records(course, db)
+    typer.echo(f"{out}: {write_moodle_csv(records, loaded, out, id_column)} students (Moodle: Grade administration > "
+               f"Import > CSV file; map '{MOODLE_IDS[id_column]}' to {MOODLE_MAP_TO[id_column]})")
 
 
 @export_app.command("gradescope")

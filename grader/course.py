@@ -210,6 +210,10 @@ def _cross_reference_problems(course: Course) -> list[tuple[str, str]]:
         for j, shipped in enumerate(exercise.ships):
             if shipped not in exercise_ids or shipped >= exercise.id:
                 problems.append((f"exercises[{i}].ships[{j}]", f"{shipped!r} is not an earlier exercise"))
+    weighted = [x.weight is not None for x in [*course.assignments, *course.exams]]
+    if any(weighted) and not all(weighted):
+        problems.append(("assignments", "give a weight to every assignment and exam, or to none: the course "
+                                        "total of the exports adds weighted shares, and an unweighted item has none"))
     assignment_of: dict[str, int] = {}
     for i, assignment in enumerate(course.assignments):
         for j, exercise_id in enumerate(assignment.exercises):

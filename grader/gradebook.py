@@ -221,6 +221,8 @@ class Gradebook:
     def set_lateness(self, assessed: dict[Key, dict]) -> None:
         """Record the lateness of these submissions (one transaction; replaces
         what an earlier run derived: extensions may have changed)."""
+        if not assessed:
+            return
         try:
             self._db.execute("BEGIN IMMEDIATE")
             self._db.executemany("INSERT OR REPLACE INTO lateness VALUES (?, ?, ?, ?, ?)",

@@ -85,13 +85,14 @@ def check_class_folder(folder: Path) -> None:
         raise typer.Exit(2)
 
 
-def check_ids(option: str, given: list[str], known: list[str], *, also: tuple[str, ...] = ()) -> None:
+def check_ids(option: str, given: list[str], known: list[str], *, also: tuple[str, ...] = (),
+              where: str = "course.yaml") -> None:
     """Exit 2 naming ``option`` when an id in ``given`` is not one of ``known``
     (course.yaml's exercise, assignment or exam ids) nor of ``also``."""
     unknown = [g for g in given if g not in known and g not in also]
     if unknown:
-        choices = ", ".join([*known, *also]) or "(none in course.yaml)"
-        typer.echo(f"error: {option}: no {', '.join(map(repr, unknown))} in course.yaml; choose from {choices}", err=True)
+        choices = ", ".join([*known, *also]) or f"(none in {where})"
+        typer.echo(f"error: {option}: no {', '.join(map(repr, unknown))} in {where}; choose from {choices}", err=True)
         raise typer.Exit(2)
 
 

@@ -60,6 +60,9 @@ CASES = [
     ("adjust-unknown-exercise", ["adjust", "s1", "99", "--delta", "1", "--reason", "x", "--db", "{db}"], "EXERCISE"),
     ("adjust-no-result", ["adjust", "s1", "01", "--delta", "1", "--reason", "x", "--db", "{db}"], "STUDENT"),
     ("adjust-missing-db", ["adjust", "s1", "01", "--delta", "1", "--reason", "x", "--db", "{tmp}/no.db"], "--db"),
+    ("export-canvas-unknown-id-column", ["export", "canvas", "{tmp}/c.csv", "--db", "{db}", "--id-column", "name"],
+     "--id-column"),
+    ("export-moodle-missing-folder", ["export", "moodle", "{tmp}/nowhere/m.csv", "--db", "{db}"], "does not exist"),
     ("release-student-unknown-through", ["release", "student", "{tmp}/rel", "--through", "nope"], "--through"),
     ("release-nbgrader-unknown-assignment", ["release", "nbgrader", "{tmp}/nb", "-a", "nope"], "--assignment"),
 ]

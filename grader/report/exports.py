@@ -38,25 +38,6 @@ def write_grades_csv(records: list[Record], path: Path) -> None:
                              f"{late['factor']:g}" if late else "", late.get("note", "")])
 
 
-def write_wide_csv(records: list[Record], path: Path, course) -> None:
-    """student, one column per exercise of the course and per exam with
-    results (its total after the late policy), total: the shape most LMS
-    gradebook imports expect."""
-    points: dict[str, dict[str, float]] = {}
-    maxima: dict[str, float] = {}
-    for r in records:
-        points.setdefault(r.key.student, {})[r.key.exercise] = r.points
-        maxima[r.key.exercise] = max(maxima.get(r.key.exercise, 0.0), r.max_points)
-    exams = [x for x in course.exams if x.id in maxima]
-    exercises = [e.id for e in course.exercises] + [x.id for x in exams]
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["student", *(f"{e.id} {e.slug} ({e.points:g})" for e in course.exercises),
-                         *(f"{x.id} ({maxima[x.id]:g})" for x in exams), "total"])
-        for student, row in sorted(points.items()):
-            writer.writerow([student, *(_points(row.get(e, 0.0)) for e in exercises), _points(sum(row.values()))])
-
-
 def write_results_json(records: list[Record], path: Path) -> None:
     """Every result with its checks: id, passed, points, message, pitfall ids."""
     data = [
