@@ -142,7 +142,7 @@ def grade(
     only when the grader could not do its job."""
     from grader.session import run_grading
 
-    check_class_folder(submissions)
+    check_class_folder(submissions, course)
     check_students(submissions, student or [])
     if exam and (student or force):
         typer.echo("error: --student and --force regrade exercises; for an exam, grade it again with a new --db "

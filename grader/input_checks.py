@@ -48,11 +48,14 @@ def existing_parent(value: Path | None) -> Path | None:
     return value
 
 
-def _looks_like_one_student(entries: list[Path]) -> list[str]:
-    """The entries that belong inside one student's folder."""
+def _looks_like_one_student(entries: list[Path], assignment_ids: set[str]) -> list[str]:
+    """The entries that belong inside one student's folder (``assignment_ids``:
+    nbgrader's ``submitted/<student>/<assignment>/`` level)."""
     signs = []
     for entry in entries:
-        if _EXERCISE_ENTRY.match(entry.name) or entry.name in _STUDENT_FILES:
+        if _EXERCISE_ENTRY.match(entry.name) or entry.name in _STUDENT_FILES or (
+                entry.name in assignment_ids and entry.is_dir() and not entry.is_symlink()
+                and any(_EXERCISE_ENTRY.match(p.name) for p in entry.iterdir())):
             signs.append(entry.name)
         elif entry.name == "exercises" and entry.is_dir() and not entry.is_symlink():
             if any(_EXERCISE_ENTRY.match(p.name) for p in entry.iterdir()):
@@ -60,7 +63,7 @@ def _looks_like_one_student(entries: list[Path]) -> list[str]:
     return signs
 
 
-def class_folder_problem(folder: Path) -> str | None:
+def class_folder_problem(folder: Path, assignment_ids: set[str] = frozenset()) -> str | None:
     """Why ``folder`` is not a folder of submissions (one ``<student>/`` or
     ``<student>.zip`` per student), or None when it looks like one."""
     try:
@@ -69,7 +72,7 @@ def class_folder_problem(folder: Path) -> str | None:
         return f"{folder}: cannot list it ({exc.strerror})"
     if not entries:
         return f"{folder} holds no submission: nothing to grade (expected one <student_id>/ folder or .zip per student)"
-    signs = _looks_like_one_student(entries)
+    signs = _looks_like_one_student(entries, assignment_ids)
     if signs:
         shown = ", ".join(signs[:3]) + (" …" if len(signs) > 3 else "")
         return (f"{folder} looks like ONE student's folder (it holds {shown}), not a folder of students. "
@@ -77,9 +80,18 @@ def class_folder_problem(folder: Path) -> str | None:
     return None
 
 
-def check_class_folder(folder: Path) -> None:
-    """Exit 2 with the reason when ``folder`` is not a folder of submissions."""
-    problem = class_folder_problem(folder)
+def check_class_folder(folder: Path, course_path: Path | None = None) -> None:
+    """Exit 2 with the reason when ``folder`` is not a folder of submissions
+    (``course_path``: its assignment ids tell nbgrader's per-student level)."""
+    assignment_ids: set[str] = set()
+    if course_path is not None:
+        from grader.course import CourseError, load_course
+
+        try:
+            assignment_ids = {a.id for a in load_course(course_path, check_files=False).assignments}
+        except CourseError:
+            pass            # the command reports a broken course.yaml itself
+    problem = class_folder_problem(folder, assignment_ids)
     if problem:
         typer.echo(f"error: {problem}", err=True)
         raise typer.Exit(2)

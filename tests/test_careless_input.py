@@ -24,6 +24,7 @@ CASES = [
     ("grade-missing-folder", ["grade", "{tmp}/no-such-class"], "does not exist"),
     ("grade-one-student", ["grade", "{student}"], "ONE student's folder"),
     ("grade-checkout", ["grade", "{checkout}"], "ONE student's folder"),
+    ("grade-one-nbgrader-student", ["grade", "{nbgrader_student}"], "ONE student's folder"),
     ("grade-empty-class", ["grade", "{empty}"], "holds no submission"),
     ("grade-unknown-exercise", ["grade", "{class}", "-e", "99", "--db", "{tmp}/g.db", "--out", "{tmp}/o"], "99"),
     ("grade-unknown-assignment", ["grade", "{class}", "--assignment", "nope", "--db", "{tmp}/g.db"], "nope"),
@@ -77,13 +78,15 @@ def places(tmp_path_factory) -> dict[str, Path]:
     checkout = tmp / "checkout"
     (checkout / "exercises" / "01_softmax").mkdir(parents=True)
     (checkout / "README.md").write_text("the student's clone\n")
+    (tmp / "submitted" / "s1" / "attention").mkdir(parents=True)       # nbgrader's collected layout
+    (tmp / "submitted" / "s1" / "attention" / "01_softmax.ipynb").write_text("{}")
     (tmp / "empty").mkdir()
     (tmp / "empty" / ".DS_Store").write_text("")        # hidden files are no submission
     with Gradebook(tmp / "grades.db"):
         pass
     (tmp / "ext.csv").write_text("student_id,assignment,extra_min\ns1,nope,60\n")
     (tmp / "stamps.csv").write_text("student_id,submitted_at\ns1,last tuesday\n")
-    return {"bad_extensions": tmp / "ext.csv", "bad_timestamps": tmp / "stamps.csv", "class": klass, "student": klass / "s1", "checkout": checkout, "empty": tmp / "empty",
+    return {"nbgrader_student": tmp / "submitted" / "s1", "bad_extensions": tmp / "ext.csv", "bad_timestamps": tmp / "stamps.csv", "class": klass, "student": klass / "s1", "checkout": checkout, "empty": tmp / "empty",
             "db": tmp / "grades.db", "tmp": tmp}
 
 
@@ -110,3 +113,4 @@ def test_a_class_folder_is_not_mistaken_for_one_student(places):
     from grader.input_checks import class_folder_problem
 
     assert class_folder_problem(places["class"]) is None
+    assert class_folder_problem(places["tmp"] / "submitted", {"attention"}) is None
