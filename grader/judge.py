@@ -8,7 +8,16 @@ only: nothing the child prints, writes or exits with can change them.
 When a check fails, the same calls' results of every pitfall variant of the
 exercise (the reference with one known mistake, run once and cached) are
 compared with the submission's: a variant that fails in exactly the same way
-*confirms* its pitfall, and that hint is shown first.
+*confirms* its pitfall, and that hint is shown first. Without a confirmed
+one, a pitfall the check declares is *possible* only when its variant fails
+the check with the same signature (grader/failures.py), at most two.
+
+Feedback is fixed words (grader/feedback.py): no error message, exception
+class name of the submission's own, printed output or warning reaches a
+verdict's student-facing fields. A cause that broke the run (syntax error,
+import error, missing name, timeout, memory, crash) is said once, in the
+result's ``reason``, with the course's limit; the raw texts stay in
+``instructor_detail`` / ``detail``.
 """
 from __future__ import annotations
 
@@ -19,15 +28,17 @@ import torch
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from coursekit.loader import missing_name
 from grader.checks import Check, CheckPlan, checks_for, figures_for, pick
 from grader.course import REPO_ROOT, Course, Exercise, Text
+from grader.failures import DETAIL_LIMIT, NOT_RUN, Failure, disagrees, fails_alike, first_failure
+from grader.feedback import Phrase, both, missing_names, run_cause, source_problem
 from grader.pitfalls import load_variants
 from grader.sandbox import CallResult, RunResult, Sandbox
 from grader.submissions import assemble
 
 
-NOT_IMPLEMENTED = "not implemented yet"
+# At most this many unconfirmed pitfalls are offered per failed check.
+MAX_POSSIBLE = 2
 
 
 class GraderError(Exception):
@@ -36,14 +47,22 @@ class GraderError(Exception):
 
 @dataclass
 class Verdict:
+    """One check's outcome. Everything but ``instructor_detail`` is fixed
+    text or ids the grader chose, and may be shown to the student."""
+
     check_id: str
     passed: bool
     points: float
     max_points: float
     message: Text          # what was checked (no hidden value)
-    reason: str = ""       # why it failed (no hidden value)
-    pitfalls: list[str] = field(default_factory=list)   # hints to show, confirmed ones first
+    reason: str = ""       # why it failed (fixed words: no hidden value, no student text)
+    pitfalls: list[str] = field(default_factory=list)   # hints to show: confirmed first, then possible
     confirmed: list[str] = field(default_factory=list)  # variants that fail exactly like this
+    possible: list[str] = field(default_factory=list)   # variants with this failure's signature (at most 2)
+    kind: str = ""         # the failure's signature kind ("wrong values", "raised ValueError", "not_run", ...)
+    # The raw error, bounded: for the instructor's eyes only (never exported
+    # to results.json, the student's page, Gradescope or nbgrader).
+    instructor_detail: str = ""
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -54,12 +73,14 @@ class Verdict:
 @dataclass
 class ExerciseResult:
     exercise_id: str
-    status: str            # "graded", "not_submitted", or the sandbox's status when the run broke
-    reason: str
+    # "graded", "not_started", "not_submitted", or the sandbox's status when the run broke
+    status: str
+    reason: str            # the cause that broke the run, once, in fixed words and both languages
     verdicts: list[Verdict]
     max_points: float
     # Feedback figures: name -> {"title", "student", "expected"} (2-D lists).
     figures: dict = field(default_factory=dict)
+    detail: str = ""       # the sandbox's own account of the run: instructor only
 
     @property
     def points(self) -> float:
@@ -73,79 +94,6 @@ class ExerciseResult:
 def _check_points(exercise: Exercise, checks: list[Check]) -> dict[str, float]:
     total = sum(c.weight for c in checks)
     return {c.id: exercise.points * c.weight / total for c in checks}
-
-
-def _call_reason(call: CallResult | None, run: RunResult) -> str | None:
-    """Why a submission's call has no usable value, or None if it has one."""
-    if call is None:
-        return run.reason or f"did not finish ({run.status})"
-    if not call.ok:
-        if call.error_type == "NotImplementedError":
-            return NOT_IMPLEMENTED
-        if call.error_type == "AttributeError" and (missing := missing_name(call.error or "")):
-            module, name = missing  # the probe asked the module for a public name: nothing hidden
-            return f"{module}.py defines no {name!r} at its top level (check the name's spelling)"
-        # The error type only: the message could quote hidden inputs.
-        return f"raised {call.error_type}" if call.error_type else "failed"
-    return None
-
-
-def _first_failure(check: Check, calls: slice, run: RunResult, expected: RunResult) -> tuple[str, str] | None:
-    """None if ``run`` agrees with ``expected`` on every call of ``check``,
-    else (the first reason it does not, the error's text if a call raised).
-    The error text stays in the grader: it may quote hidden inputs."""
-    for index in range(calls.start, calls.stop):
-        call = run.calls[index] if index < len(run.calls) else None
-        if (reason := _call_reason(call, run)) is not None:
-            return reason, (f"{call.error_type}: {call.error}" if call is not None and not call.ok else "")
-        if (reason := _compare(check, call.value, expected.calls[index].value)) is not None:
-            return reason, ""
-    return None
-
-
-_PATH_RE = re.compile(r"(/[^\s'\":]+)+")
-
-
-def _without_paths(text: str | None) -> str:
-    """An error message with file paths blanked (the variant and the
-    submission live in different folders)."""
-    return _PATH_RE.sub("<path>", text or "")
-
-
-def _compare(check: Check, submitted: object, expected: object) -> str | None:
-    """``check.compare``, which must never take the grader down: a result of
-    a shape no compare foresaw is a failed check, not a crash."""
-    try:
-        return check.compare(submitted, expected)
-    except Exception:  # noqa: BLE001 - plain data of any form comes back from the sandbox
-        return "returned a result of an unexpected form"
-
-
-def _agrees(check: Check, calls: slice, run: RunResult, expected: RunResult) -> str | None:
-    failure = _first_failure(check, calls, run, expected)
-    return None if failure is None else failure[0]
-
-
-def _fails_alike(check: Check, calls: slice, submission: RunResult, variant: RunResult) -> bool:
-    """The variant's results on this check are indistinguishable from the
-    submission's: same errors where either raised, equal values elsewhere."""
-    for index in range(calls.start, calls.stop):
-        mine = submission.calls[index] if index < len(submission.calls) else None
-        theirs = variant.calls[index] if index < len(variant.calls) else None
-        if mine is None or theirs is None:
-            if (mine is None) != (theirs is None):
-                return False
-            continue
-        if mine.ok != theirs.ok:
-            return False
-        if not mine.ok:
-            # Same hidden inputs, same bug: the same error, message included
-            # (an error type alone would confirm unrelated mistakes).
-            if (mine.error_type, _without_paths(mine.error)) != (theirs.error_type, _without_paths(theirs.error)):
-                return False
-        elif _compare(check, mine.value, theirs.value) is not None:
-            return False
-    return True
 
 
 # At least one of these must hold, or a submission could read the references
@@ -279,46 +227,149 @@ class Judge:
             raise GraderError(f"{exercise.folder} has no hidden checks (grader/checks/{exercise.slug}.py)")
         points = _check_points(exercise, plan.checks)
         if folder is None or not (folder / exercise.module).is_file():
-            verdicts = [Verdict(c.id, False, 0.0, points[c.id], c.message, "not submitted") for c in plan.checks]
-            return ExerciseResult(exercise.id, "not_submitted", f"{exercise.module} was not submitted",
-                                  verdicts, exercise.points)
+            # The status says it all; each check just says it did not run.
+            verdicts = [Verdict(c.id, False, 0.0, points[c.id], c.message, "not submitted", kind="not_run")
+                        for c in plan.checks]
+            return ExerciseResult(exercise.id, "not_submitted", "", verdicts, exercise.points)
         expected = self.expected(exercise, workdir)
         run = self.sandbox.run(folder, exercise.module_name, plan.calls)
+        limits = getattr(self.sandbox, "limits", None)
+        source = _read_source(folder / exercise.module)
         verdicts: list[Verdict] = []
         passed: set[str] = set()
+        detail = " ".join(run.reason.split())[:DETAIL_LIMIT] if run.status != "ok" else ""
+        missing = self._missing_names(exercise, source)
         for check in plan.checks:
             calls = plan.slices[check.id]
-            failure = _first_failure(check, calls, run, expected)
-            reason, error_text = failure if failure is not None else (None, "")
+            failure = first_failure(check, calls, run, expected, limits, plan.calls)
             unmet = [r for r in check.requires if r not in passed]
-            if reason is None and unmet:
+            if failure is None and unmet:
                 verdicts.append(Verdict(check.id, False, 0.0, points[check.id], check.message,
-                                        f"counts once {', '.join(unmet)} passes"))
+                                        f"counts once {', '.join(unmet)} passes", kind="requires"))
                 continue
-            if reason is None:
+            if failure is None:
                 passed.add(check.id)
                 verdicts.append(Verdict(check.id, True, points[check.id], points[check.id], check.message))
                 continue
-            ran = calls.stop <= len(run.calls)
-            if reason == NOT_IMPLEMENTED or not ran:  # a stub, or the run broke first: no mistake to explain
-                verdicts.append(Verdict(check.id, False, 0.0, points[check.id], check.message, reason))
+            if failure.kind == "raised AttributeError" and missing:
+                failure = Failure("missing_name", NOT_RUN, failure.detail)
+            if failure.kind in NO_MISTAKE_TO_EXPLAIN:  # a stub, a missing name, a broken run
+                verdicts.append(Verdict(check.id, False, 0.0, points[check.id], check.message, failure.reason,
+                                        kind=failure.kind, instructor_detail=failure.detail or detail))
                 continue
-            confirmed = [
-                pitfall_id for pitfall_id, variant in self.variant_results(exercise, workdir).items()
-                if _agrees(check, calls, variant, expected) is not None
-                and _fails_alike(check, calls, run, variant)
-            ]
-            if error_text:
-                # It raised: the declared pitfalls are about wrong values; only
-                # those whose known error messages match say something here.
-                candidates = [*check.pitfalls, *(p.id for p in exercise.pitfalls)]
-                suspects = [p for p in candidates if self._error_matches(p, error_text)]
-            else:
-                suspects = list(check.pitfalls)
-            # A confirmed pitfall explains the failure; the others would be noise.
-            hints = list(dict.fromkeys(confirmed or suspects))
-            verdicts.append(Verdict(check.id, False, 0.0, points[check.id], check.message, reason, hints, confirmed))
+            confirmed, possible = self._suspects(exercise, check, calls, run, expected, failure, workdir)
+            verdicts.append(Verdict(check.id, False, 0.0, points[check.id], check.message, failure.reason,
+                                    [*confirmed, *possible], confirmed, possible, failure.kind, failure.detail))
+        _explain_by_confirmed(verdicts)
         figures = _figures(plan, run, expected)
+        cause = self._cause(exercise, plan, run, limits, source, missing)
         if run.status == "ok":
-            return ExerciseResult(exercise.id, "graded", "", verdicts, exercise.points, figures)
-        return ExerciseResult(exercise.id, run.status, run.reason, verdicts, exercise.points, figures)
+            status = "not_started" if _not_started(verdicts) else "graded"
+            return ExerciseResult(exercise.id, status, cause, verdicts, exercise.points, figures, detail)
+        return ExerciseResult(exercise.id, run.status, cause, verdicts, exercise.points, figures, detail)
+
+    def _suspects(self, exercise: Exercise, check: Check, calls: slice, run: RunResult, expected: RunResult,
+                  failure: Failure, workdir: Path) -> tuple[list[str], list[str]]:
+        """(confirmed, possible) pitfalls of a failed check. Confirmed: the
+        variant fails exactly like the submission. Possible: a pitfall the
+        check declares (or, for a raised error, whose known error message
+        matches) whose variant fails with the same signature, i.e. the same
+        check and the same kind of failure: wrong values, NaN, wrong shape,
+        the same exception. At most :data:`MAX_POSSIBLE`."""
+        variants = self.variant_results(exercise, workdir)
+        confirmed = [pitfall_id for pitfall_id, variant in variants.items()
+                     if disagrees(check, calls, variant, expected) is not None
+                     and fails_alike(check, calls, run, variant)]
+        candidates = list(check.pitfalls)
+        if failure.detail:  # it raised: pitfalls whose known error messages match say something too
+            candidates += [p.id for p in exercise.pitfalls if self._error_matches(p.id, failure.detail)]
+        possible: list[str] = []
+        if confirmed:  # a confirmed pitfall explains the failure; guesses beside it would be noise
+            return confirmed, possible
+        for pitfall_id in dict.fromkeys(candidates):
+            if pitfall_id in confirmed or len(possible) >= MAX_POSSIBLE:
+                continue
+            variant = variants.get(pitfall_id)
+            if variant is None:
+                if failure.detail and self._error_matches(pitfall_id, failure.detail):
+                    possible.append(pitfall_id)
+                continue
+            theirs = first_failure(check, calls, variant, expected)
+            if theirs is not None and theirs.kind == failure.kind:
+                possible.append(pitfall_id)
+        return confirmed, possible
+
+    def _missing_names(self, exercise: Exercise, source: bytes | None) -> list[str]:
+        """The stub's public names that the submission does not define
+        (parsed here, never executed)."""
+        stub = self.root / "exercises" / exercise.folder / exercise.module
+        if source is None or not stub.is_file():
+            return []
+        return missing_names(source, stub.read_bytes())
+
+    def _cause(self, exercise: Exercise, plan: CheckPlan, run: RunResult, limits: object | None,
+               source: bytes | None, missing: list[str]) -> str:
+        """The one cause that kept checks from running, in both languages
+        (empty when every check ran and no name was missing)."""
+        if run.status == "ok" and len(run.calls) >= len(plan.calls):
+            if missing and any(not call.ok and call.error_type == "AttributeError" for call in run.calls):
+                names = ", ".join(repr(name) for name in missing)
+                return both(f"{exercise.module} defines no {names} at its top level (check the name's spelling); "
+                            f"the checks that need it could not run",
+                            f"{exercise.module} 的顶层没有定义 {names}（检查名字的拼写）；需要它的检查无法运行")
+            return ""
+        problem = source_problem(source, exercise.module) if source is not None else None
+        where = _where(run, plan, exercise)
+        cause = run_cause(run.status, run.reason, limits=limits, where=where, problem=problem,
+                          module=exercise.module)
+        return both(cause.en, cause.zh)
+
+
+def _explain_by_confirmed(verdicts: list[Verdict]) -> None:
+    """A check that one of the exercise's confirmed pitfalls might explain
+    keeps only that one as possible: one mistake, named once, not a list."""
+    confirmed = {p for v in verdicts for p in v.confirmed}
+    for verdict in verdicts:
+        if explained := [p for p in verdict.possible if p in confirmed]:
+            verdict.possible = explained
+            verdict.pitfalls = [*verdict.confirmed, *explained]
+
+
+# Failures that point at no mistake: a hint would be noise.
+NO_MISTAKE_TO_EXPLAIN = {"not_implemented", "not_run", "missing_name", "memory", "protocol"}
+SOURCE_LIMIT = 4 << 20
+
+
+def _read_source(path: Path) -> bytes | None:
+    """The submitted module's bytes (bounded; intake has checked its size)."""
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(SOURCE_LIMIT)
+    except OSError:
+        return None
+
+
+def _not_started(verdicts: list[Verdict]) -> bool:
+    """An untouched stub: nothing passed, and every check either raised
+    NotImplementedError or waits for one that did."""
+    return not any(v.passed for v in verdicts) and all(v.kind in ("not_implemented", "requires") for v in verdicts) \
+        and any(v.kind == "not_implemented" for v in verdicts)
+
+
+_CALL = re.compile(r"(?:during call|^call) (\d+)")
+
+
+def _where(run: RunResult, plan: CheckPlan, exercise: Exercise) -> Phrase:
+    """Where in the run it broke: importing, or the check whose call was
+    running (by its public id, never the internal probe)."""
+    head = run.reason.split(": ", 1)[0]  # the sandbox's own fixed words
+    if "while importing" in head or "while starting" in head or run.status == "import_error":
+        return Phrase(en=f" while importing {exercise.module}", zh=f"（导入 {exercise.module} 时）")
+    match = _CALL.search(head)
+    index = int(match.group(1)) - 1 if match else len(run.calls)
+    owner = next((check_id for check_id, calls in plan.slices.items() if calls.start <= index < calls.stop), None)
+    if owner is None:
+        return Phrase(en=" while drawing a feedback figure", zh="（绘制反馈图时）") if index < len(plan.calls) \
+            else Phrase(en="", zh="")
+    return Phrase(en=f" during call {index + 1} of {len(plan.calls)}, in check {owner}",
+                zh=f"（第 {index + 1}/{len(plan.calls)} 次调用，检查 {owner}）")

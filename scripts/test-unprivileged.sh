@@ -17,9 +17,10 @@
 #        VENV=/path/to/venv to use another checkout's venv)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# The sandbox on its own, and the attack corpus through `grader grade` end to end;
-# hostile exam files (modes a non-root grader cannot read), one class through `grader exam grade`.
-TESTS=(tests/test_sandbox.py tests/test_sandbox_redteam.py tests/redteam/test_attacks.py
+# The sandbox on its own; every attack corpus under tests/redteam/ through `grader grade`
+# end to end; hostile exam files (modes a non-root grader cannot read), one class through
+# `grader exam grade`.
+TESTS=(tests/test_sandbox.py tests/test_sandbox_redteam.py tests/redteam
        tests/hardening/test_exam_hostile.py tests/hardening/test_exam_class_run.py)
 
 if [ "$(id -u)" -ne 0 ]; then

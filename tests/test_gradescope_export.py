@@ -94,4 +94,4 @@ def test_broken_submission_scores_zero_with_reasons(autograder, course):
 
 def test_empty_submission_is_not_submitted(autograder):
     results, _ = _run(autograder, {"notes.txt": "nothing here"})
-    assert all(t["score"] == 0 for t in results["tests"]) and "not_submitted" in results["output"]
+    assert all(t["score"] == 0 for t in results["tests"]) and "not submitted / 未提交" in results["output"]

@@ -4,6 +4,7 @@ image is there)."""
 import csv
 import json
 import re
+from html import unescape
 
 import pytest
 from browser import CHROMIUM, render
@@ -12,10 +13,17 @@ from grader.gradebook import Gradebook, Key
 from grader.report import svg, write_grades_csv, write_html_report, write_results_json
 
 
-def _verdict(check_id, passed, points, max_points, pitfalls=(), confirmed=()):
+LEAK = "hidden-0.4375"  # stands for anything a submission's error could quote
+
+
+def _verdict(check_id, passed, points, max_points, pitfalls=(), confirmed=(), *, kind=None, reason=None,
+             detail=""):
+    possible = [p for p in pitfalls if p not in confirmed]
     return {"check_id": check_id, "passed": passed, "points": points, "max_points": max_points,
             "message": {"en": f"what {check_id} checks", "zh": f"{check_id} 检查的内容"},
-            "reason": "" if passed else "wrong values", "pitfalls": list(pitfalls), "confirmed": list(confirmed)}
+            "reason": reason if reason is not None else "" if passed else "wrong values",
+            "pitfalls": list(pitfalls), "confirmed": list(confirmed), "possible": possible,
+            "kind": kind if kind is not None else "" if passed else "wrong values", "instructor_detail": detail}
 
 
 @pytest.fixture
@@ -28,11 +36,21 @@ def records(tmp_path, course):
                     verdicts=[_verdict("01-a", True, 5, 5),
                               _verdict("01-b", False, 0, 5, ["softmax-overflow"], ["softmax-overflow"])])
         book.record(Key("bob", "03", "h3", version), points=0, max_points=15, status="timeout",
-                    reason="timed out after 60 s", verdicts=[_verdict("03-a", False, 0, 15)],
+                    reason="timed out after 60 s (the course's limit) during call 1 of 9, in check 03-a / 运行超时",
+                    verdicts=[_verdict("03-a", False, 0, 5, kind="not_run", reason="could not run",
+                                       detail=f"timed out after 60 s during call 1 (coursekit.probes.masking:x)"),
+                              _verdict("03-b", False, 0, 5, kind="not_run", reason="could not run"),
+                              _verdict("03-c", False, 0, 5, kind="not_run", reason="could not run")],
                     figures={"causal-weights": {"title": {"en": "weights on six words", "zh": "六个词上的权重"},
                                                 "student": None, "expected": [[1.0, 0.0], [0.5, 0.5]]}})
         book.record(Key("<script>", "01", "h4", version), points=0, max_points=10, status="not_submitted",
-                    reason="not submitted", verdicts=[_verdict("01-a", False, 0, 5), _verdict("01-b", False, 0, 5)])
+                    reason="", verdicts=[_verdict("01-a", False, 0, 5, kind="not_run", reason="not submitted"),
+                                         _verdict("01-b", False, 0, 5, kind="not_run", reason="not submitted")])
+        book.record(Key("carol", "01", "h5", version), points=0, max_points=10, status="graded", reason="",
+                    verdicts=[_verdict("01-a", False, 0, 5, kind="raised ValueError", reason="raised ValueError",
+                                       detail=f"ValueError: \x1b[2J{LEAK}"),
+                              _verdict("01-b", False, 0, 5, ["softmax-overflow", "softmax-dim0",
+                                                              "softmax-wrong-dim"])])
         return list(book.records(version))
 
 
@@ -41,20 +59,23 @@ def test_csv_and_json_exports(records, tmp_path):
     rows = list(csv.DictReader(open(tmp_path / "grades.csv", encoding="utf-8")))
     assert [(r["student"], r["exercise"], r["points"], r["status"]) for r in rows] == [
         ("<script>", "01", "0", "not_submitted"), ("alice", "01", "10", "graded"),
-        ("bob", "01", "5", "graded"), ("bob", "03", "0", "timeout")]
+        ("bob", "01", "5", "graded"), ("bob", "03", "0", "timeout"), ("carol", "01", "0", "graded")]
     write_results_json(records, tmp_path / "results.json")
     data = json.loads((tmp_path / "results.json").read_text(encoding="utf-8"))
     bob = next(r for r in data if r["student"] == "bob" and r["exercise"] == "01")
     assert bob["checks"][1] == {"id": "01-b", "passed": False, "points": 0, "max_points": 5,
                                 "message": {"en": "what 01-b checks", "zh": "01-b 检查的内容"},
-                                "reason": "wrong values", "pitfalls": ["softmax-overflow"]}
+                                "reason": "wrong values", "pitfalls": ["softmax-overflow"],
+                                "confirmed": ["softmax-overflow"], "possible": []}
+    # The raw error is the instructor's: never in the exports.
+    assert LEAK not in (tmp_path / "results.json").read_text() and LEAK not in (tmp_path / "grades.csv").read_text()
 
 
 def test_pages_show_hints_and_escape_what_students_control(records, tmp_path, course):
     index = write_html_report(course, records, tmp_path / "report")
     bob = (tmp_path / "report" / "students" / "bob.html").read_text(encoding="utf-8")
     assert course.pitfall("softmax-overflow").hint.en in bob and course.pitfall("softmax-overflow").hint.zh in bob
-    assert "matches this mistake exactly" in bob and "timed out after 60 s" in bob
+    assert "matches this mistake exactly" in bob and "timed out after 60 s (the course&#39;s limit)" in bob
     assert "weights on six words" in bob and "六个词上的权重" in bob
     assert bob.count('<svg class="heatmaps"') == 1 and "no result" in bob  # bob's 03 timed out: no weights of his
     assert '<svg class="chart"' in bob  # his scores next to the class mean
@@ -67,7 +88,8 @@ def test_pages_show_hints_and_escape_what_students_control(records, tmp_path, co
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (.ci/run installs it)")
 def test_pages_render_in_chromium_without_console_errors(records, tmp_path, course):
     index = write_html_report(course, records, tmp_path / "report")
-    for page in (index, tmp_path / "report" / "students" / "bob.html"):
+    for page in (index, tmp_path / "report" / "students" / "bob.html", tmp_path / "report" / "students" / "carol.html",
+                 tmp_path / "report" / "errors.html"):
         render(page, tmp_path)
 
 
@@ -86,7 +108,7 @@ def test_export_csv_for_an_lms(records, tmp_path, course):
     script = next(row for row in rows if row[0] == "<script>")
     assert script[1] == "" and script[-2] == "0"      # not handed in: a blank cell, not a 0
     result = CliRunner().invoke(app, ["export", "csv", str(tmp_path / "long.csv"), "--db", str(db)])
-    assert result.exit_code == 0 and "3 students, 4 results" in result.output
+    assert result.exit_code == 0 and "4 students, 5 results" in result.output
 
 
 def test_student_figures_are_inline_svg_on_the_expected_colour_scale():
@@ -100,3 +122,139 @@ def test_student_figures_are_inline_svg_on_the_expected_colour_scale():
     assert "<title>&lt;b&gt;weights&lt;/b&gt;</title>" in drawn and "<b>" not in drawn
     bars = str(svg.score_bars(["01", "<02>"], [1.0, 0.25], [0.5, 0.5]))
     assert "01 you: 100%" in bars and "&lt;02&gt; class mean: 50%" in bars and "<02>" not in bars
+
+
+def _text(html: str) -> str:
+    """A page's visible words (tags dropped, whitespace collapsed)."""
+    return " ".join(unescape(re.sub(r"<[^>]+>", " ", html)).split())
+
+
+def test_a_cause_that_broke_the_run_is_said_once_and_the_checks_it_stopped_are_listed_briefly(
+        records, tmp_path, course):
+    write_html_report(course, records, tmp_path / "report")
+    bob = _text((tmp_path / "report" / "students" / "bob.html").read_text(encoding="utf-8"))
+    assert bob.count("timed out after 60 s") == 1
+    assert "Could not run or finish, for the reason above · 因上述原因未能运行或完成 (3): 03-a, 03-b, 03-c" in bob
+    assert "could not run" not in bob.lower().replace("could not run or finish", "")  # no per-check repetition
+    assert "coursekit.probes" not in bob  # an internal probe name never reaches a student
+
+
+def test_not_submitted_is_said_once_in_both_languages(records, tmp_path, course):
+    write_html_report(course, records, tmp_path / "report")
+    page = next((tmp_path / "report" / "students").glob("_script_-*.html"))
+    text = _text(page.read_text(encoding="utf-8"))
+    assert "not submitted 未提交" in text
+    # Once per exercise in the table (01, and 03 which another student handed in), never "X: X".
+    assert "not submitted: not submitted" not in text and text.count("not submitted") == 2
+
+
+def test_statuses_come_from_one_table_in_both_languages(tmp_path, course):
+    from grader.feedback import STATUSES
+
+    assert {"graded", "not_started", "not_submitted", "unreadable", "import_error", "timeout", "crashed",
+            "memory", "output_limit", "protocol_error"} <= set(STATUSES)
+    assert all(text.en and text.zh and text.en != text.zh for text in STATUSES.values())
+    version = course.course.version
+    with Gradebook(tmp_path / "grades.db") as book:
+        for i, status in enumerate(STATUSES):
+            book.record(Key(f"s{i}", "01", "h", version), points=0, max_points=10, status=status, reason="",
+                        verdicts=[_verdict("01-a", False, 0, 10, kind="not_implemented", reason="not implemented yet")])
+        rows = list(book.records(version))
+    write_html_report(course, rows, tmp_path / "report")
+    for i, (status, words) in enumerate(STATUSES.items()):
+        page = _text((tmp_path / "report" / "students" / f"s{i}.html").read_text(encoding="utf-8"))
+        assert f"{words.en} {words.zh}" in page, status
+        assert status not in page.replace(words.en, "") or status == "late", status  # never the raw status id
+
+
+def test_confirmed_mistakes_come_first_and_possible_ones_are_marked_and_at_most_two(records, tmp_path, course):
+    write_html_report(course, records, tmp_path / "report")
+    html = (tmp_path / "report" / "students" / "carol.html").read_text(encoding="utf-8")
+    # Three unconfirmed pitfalls were recorded; the page offers two, each marked "possibly".
+    possible = re.findall(r'<div class="hint possible"><span class="id">possibly · 可能 \[([\w-]+)\]', html)
+    assert len(possible) == 2 and set(possible) < {"softmax-overflow", "softmax-dim0", "softmax-wrong-dim"}
+    assert 'class="hint confirmed"' not in html
+    bob = (tmp_path / "report" / "students" / "bob.html").read_text(encoding="utf-8")
+    assert bob.index('class="hint confirmed"') < bob.index('class="check"')
+    assert "confirmed · 已确认 [softmax-overflow]" in bob
+
+
+def test_raw_errors_are_for_the_instructor_only(records, tmp_path, course):
+    write_html_report(course, records, tmp_path / "report")
+    for page in (tmp_path / "report" / "students").glob("*.html"):
+        assert LEAK not in page.read_text(encoding="utf-8"), page.name
+    errors = (tmp_path / "report" / "errors.html").read_text(encoding="utf-8")
+    assert LEAK in errors and "\x1b" not in errors and "\\x1b[2J" in errors  # escape bytes shown, not sent
+    assert "raised ValueError" in (tmp_path / "report" / "students" / "carol.html").read_text(encoding="utf-8")
+
+
+def test_source_problems_are_found_by_parsing_never_by_running():
+    from grader.feedback import source_problem
+
+    assert source_problem(b"def softmax(x, dim=-1):\n    return x\n", "softmax.py") is None
+    assert source_problem(b"import os\ndef f(:\n", "softmax.py")[:3] == ("syntax", 2, 7)
+    assert source_problem(b'x = 1\nNAME = "caf\xe9"\n', "softmax.py")[:2] == ("encoding", 2)
+    assert source_problem(b"x = 1\0\n", "softmax.py")[:2] == ("null", 1)
+    # A cookie Python honours is no encoding problem; parsing never imports or runs the module.
+    assert source_problem(b'# coding: latin-1\nx = "\xe9"\nraise SystemExit(1)\n', "softmax.py") is None
+
+
+def test_a_student_defined_exception_class_is_never_named():
+    from grader.feedback import FOREIGN_EXCEPTION, exception_name
+
+    assert exception_name("ValueError") == "ValueError" and exception_name("OutOfMemoryError") == "OutOfMemoryError"
+    assert exception_name("Leak_0_4375") == FOREIGN_EXCEPTION and exception_name(None) == FOREIGN_EXCEPTION
+
+
+def test_missing_names_come_from_the_stub_and_are_unknown_when_the_module_is_dynamic():
+    from grader.feedback import missing_names
+
+    stub = b"def softmax(x, dim=-1):\n    raise NotImplementedError\n\n\ndef _helper():\n    pass\n"
+    assert missing_names(b"def softmx(x, dim=-1):\n    return x\n", stub) == ["softmax"]
+    assert missing_names(b"from torch import softmax\n", stub) == []
+    assert missing_names(b"if True:\n    softmax = len\n", stub) == []
+    # A module __getattr__ or a star import: names cannot be known without running it.
+    assert missing_names(b"def __getattr__(name):\n    raise AttributeError(name)\n", stub) == []
+    assert missing_names(b"from math import *\n", stub) == []
+
+
+def test_torch_shape_errors_are_told_by_kind_and_their_numbers_are_not_copied():
+    import torch
+
+    from grader.feedback import shape_error_kind
+
+    def error_of(operation) -> tuple[str, str]:
+        try:
+            operation()
+        except Exception as exc:  # noqa: BLE001 - torch's own errors, captured to classify
+            return type(exc).__name__, str(exc)
+        raise AssertionError("no error")
+
+    a, b = torch.ones(2, 3, 4), torch.ones(2, 5, 6)
+    cases = {"matmul": [lambda: a @ b, lambda: torch.bmm(a, b), lambda: torch.ones(3, 4) @ torch.ones(5, 6)],
+             "broadcast": [lambda: a + torch.ones(2, 7, 4)],
+             "view": [lambda: a.view(5, 5)],
+             "dim": [lambda: a.transpose(0, 5)]}
+    for kind, operations in cases.items():
+        for operation in operations:
+            error_type, message = error_of(operation)
+            found = shape_error_kind(error_type, message)
+            assert found is not None and found[0] == kind, (kind, message)
+            assert not any(ch.isdigit() for ch in found[1])  # fixed words: no size is copied
+    assert shape_error_kind("RuntimeError", "something else entirely") is None
+    assert shape_error_kind("Leak_1", "mat1 and mat2 shapes cannot be multiplied") is None
+
+
+def test_gradescope_results_mark_possible_hints_and_carry_no_raw_error(records, course):
+    from grader.scale.gradescope import results_json
+
+    carol = [r for r in records if r.key.student == "carol"]
+    data = results_json(course, carol)
+    outputs = "\n".join(test["output"] for test in data["tests"])
+    assert LEAK not in str(data) and "raised ValueError" in outputs
+    assert outputs.count("Possibly (this mistake fails the check the same way)") == 2  # of three recorded
+    bob_timeout = [r for r in records if r.key.student == "bob" and r.key.exercise == "03"]
+    note = results_json(course, bob_timeout)["output"]
+    assert note.startswith("03_masking: timed out / 超时: timed out after 60 s") and "coursekit" not in note
+    missing = [r for r in records if r.key.student == "<script>"]
+    assert results_json(course, missing)["output"] == "01_softmax: not submitted / 未提交"

@@ -197,6 +197,7 @@ def push_scores(course: Course, grades_db: Path, nbgrader_db: Path, assignment_i
     from nbgrader.api import Gradebook as NbGradebook
     from nbgrader.api import MissingEntry
 
+    from grader.feedback import beyond_status, status_text
     from grader.gradebook import Gradebook
 
     assignments = {a.id: a for a in course.assignments}
@@ -234,9 +235,11 @@ def push_scores(course: Course, grades_db: Path, nbgrader_db: Path, assignment_i
                     grade.needs_manual_grade = False
                 try:
                     comment = gb.find_comment(answer_cell_id(exercise), notebook_name(exercise), assignment_id, student)
+                    # Fixed texts only: status words and the recorded cause, never a verdict's instructor_detail.
+                    words, reason = status_text(record.status), beyond_status(record.status, record.reason)
                     comment.manual_comment = (f"Course grader (hidden checks, course version {course.course.version}): "
-                                              f"{record.points:g}/{record.max_points:g}, {record.status}"
-                                              + (f": {record.reason}" if record.reason else ""))
+                                              f"{record.points:g}/{record.max_points:g}, {words.en} / {words.zh}"
+                                              + (f": {reason}" if reason else ""))
                 except MissingEntry:
                     pass  # no answer cell recorded: the score is there all the same
                 report.notebooks += 1

@@ -39,7 +39,10 @@ def write_grades_csv(records: list[Record], path: Path) -> None:
 
 
 def write_results_json(records: list[Record], path: Path) -> None:
-    """Every result with its checks: id, passed, points, message, pitfall ids."""
+    """Every result with its checks: id, passed, points, message, pitfall ids.
+
+    Fields are listed one by one: a verdict's ``instructor_detail`` (the raw
+    error, which may quote hidden inputs) is never exported."""
     data = [
         {
             "student": r.key.student,
@@ -58,7 +61,8 @@ def write_results_json(records: list[Record], path: Path) -> None:
             "reason": r.reason,
             "checks": [
                 {"id": v["check_id"], "passed": v["passed"], "points": v["points"], "max_points": v["max_points"],
-                 "message": v["message"], "reason": v["reason"], "pitfalls": v["pitfalls"]}
+                 "message": v["message"], "reason": v["reason"], "pitfalls": v["pitfalls"],
+                 "confirmed": v.get("confirmed", []), "possible": v.get("possible", [])}
                 for v in r.verdicts
             ],
         }

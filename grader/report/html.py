@@ -10,19 +10,13 @@ from pathlib import Path
 from jinja2 import Environment, PackageLoader, select_autoescape
 
 from grader.course import Course
+from grader.feedback import STATUSES, beyond_status, status_text
 from grader.gradebook import Record
 from grader.report import plots, svg
+from grader.report.feedback import exercise_feedback, instructor_details
 
-STATUS_TEXT = {
-    "graded": "graded",
-    "not_submitted": "not submitted",
-    "import_error": "could not be imported",
-    "timeout": "timed out",
-    "crashed": "crashed",
-    "memory": "ran out of memory",
-    "output_limit": "printed too much",
-    "protocol_error": "returned something that is not plain data",
-}
+# Kept for callers that want English words only; the one table is grader.feedback.STATUSES.
+STATUS_TEXT = {status: text.en for status, text in STATUSES.items()}
 
 
 def environment() -> Environment:
@@ -31,6 +25,7 @@ def environment() -> Environment:
     env = Environment(loader=PackageLoader("grader.report", "templates"), autoescape=select_autoescape(["html"]))
     env.filters["pct"] = lambda x: f"{100 * x:.0f}%"
     env.filters["pts"] = lambda x: f"{x:.2f}".rstrip("0").rstrip(".")
+    env.filters["beyond_status"] = lambda record: beyond_status(record.status, record.reason)
     # An exam question's {size}: each student saw their own number there.
     env.filters["placeholders"] = lambda text: re.sub(r"\{(\w+)\}", "⟨\\1⟩", text)
     return env
@@ -100,10 +95,12 @@ def write_html_report(course: Course, records: list[Record], out: Path, *,
     index = env.get_template("index.html").render(
         course=course, exercises=exercises, students=students, totals=totals, max_total=max_total,
         check_rows=check_rows, pitfalls=pitfall_students.most_common(), hints=hints, figures=figures,
-        status_text=STATUS_TEXT, pages={student: page_name(student) for student in students},
-        exam_stats=exam_stats or [],
+        status_text=status_text, pages={student: page_name(student) for student in students},
+        exam_stats=exam_stats or [], details=instructor_details(records),
     )
     (out / "index.html").write_text(index, encoding="utf-8")
+    errors = env.get_template("errors.html").render(course=course, details=instructor_details(records))
+    (out / "errors.html").write_text(errors, encoding="utf-8")
 
     page = env.get_template("student.html")
     for student, rows in students.items():
@@ -117,8 +114,9 @@ def write_html_report(course: Course, records: list[Record], out: Path, *,
                           for data in record.figures.values()]
             for exercise_id, record in rows.items() if record.figures
         }
+        feedback = {exercise_id: exercise_feedback(record, hints) for exercise_id, record in rows.items()}
         html = page.render(course=course, student=student, exercises=exercises, rows=rows,
                            total=totals[student], max_total=max_total, hints=hints, figure=figure,
-                           pictures=pictures, status_text=STATUS_TEXT)
+                           pictures=pictures, status_text=status_text, feedback=feedback)
         (out / "students" / f"{page_name(student)}.html").write_text(html, encoding="utf-8")
     return out / "index.html"

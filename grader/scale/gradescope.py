@@ -25,6 +25,7 @@ from pathlib import Path
 import yaml
 
 from grader.course import Course, Exercise
+from grader.feedback import beyond_status, status_text
 from grader.gradebook import Record
 
 CARRIED = ("pyproject.toml", "coursekit", "grader", "solutions", "exercises")
@@ -33,6 +34,7 @@ SKIPPED_PARTS = {"__pycache__", ".pytest_cache", ".ipynb_checkpoints"}
 RUNTIME_PACKAGES = ("numpy", "pyyaml", "pytest", "pydantic", "typer", "rich", "jinja2")
 TORCH_PIN = "torch==2.13.0"   # pyproject's pin; the CPU wheel index keeps CUDA out
 VISIBILITIES = ("visible", "after_published", "after_due_date", "hidden")
+MAX_POSSIBLE = 2  # unconfirmed hints per test, as on the student's page
 
 RUN_AUTOGRADER = """#!/usr/bin/env bash
 # Gradescope runs this once per submission. AUTOGRADER_ROOT / AUTOGRADER_PYTHON
@@ -110,17 +112,31 @@ def write_gradescope_zip(course: Course, root: Path, out: Path, exercises: list[
 
 
 def _check_output(course: Course, verdict: dict) -> str:
-    """What a student reads under one test: the check, why it failed, the hints."""
+    """What a student reads under one test: the check, why it failed, the
+    hints (confirmed ones first, possible ones marked). Fixed texts only:
+    the verdict's ``instructor_detail`` is never read here."""
     lines = [verdict["message"]["en"], verdict["message"]["zh"]]
     if not verdict["passed"]:
         lines.append(f"Not passed / 未通过: {verdict['reason']}")
-    for pitfall_id in verdict["pitfalls"]:
+    confirmed = verdict.get("confirmed", [])
+    possible = [p for p in verdict["pitfalls"] if p not in confirmed][:MAX_POSSIBLE]
+    for pitfall_id in [*confirmed, *possible]:
         try:
             hint = course.pitfall(pitfall_id).hint
         except KeyError:
             continue
-        lines += [f"Hint: {hint.en}", f"提示：{hint.zh}"]
+        if pitfall_id in confirmed:
+            lines += [f"Hint (your result matches this mistake exactly): {hint.en}", f"提示（与此错误完全一致）：{hint.zh}"]
+        else:
+            lines += [f"Possibly (this mistake fails the check the same way): {hint.en}", f"可能的原因：{hint.zh}"]
     return "\n".join(lines)
+
+
+def exercise_note(folder: str, status: str, reason: str) -> str:
+    """One line per exercise that was not graded normally: its status in
+    both languages, then the cause when it adds something."""
+    words, reason = status_text(status), beyond_status(status, reason)
+    return f"{folder}: {words.en} / {words.zh}" + (f": {reason}" if reason else "")
 
 
 def results_json(course: Course, records: list[Record], *, visibility: str = "visible") -> dict:
@@ -129,8 +145,8 @@ def results_json(course: Course, records: list[Record], *, visibility: str = "vi
     tests, notes = [], []
     for record in sorted(records, key=lambda r: r.key.exercise):
         exercise = course.exercise(record.key.exercise)
-        if record.status != "graded":
-            notes.append(f"{exercise.folder}: {record.status}: {record.reason}")
+        if record.status != "graded" or record.reason:
+            notes.append(exercise_note(exercise.folder, record.status, record.reason))
         for verdict in record.verdicts:
             tests.append({
                 "name": f"{exercise.folder}: {verdict['check_id']}",
