@@ -115,7 +115,7 @@ def check(
 def grade(
     submissions: Path = typer.Argument(..., exists=True, file_okay=False, help="Folder of <student_id>/ folders or .zip files."),
     out: Path = typer.Option(Path("grading"), "--out", help="Where grades.csv, results.json and report/ go."),
-    db: Path = typer.Option(Path("grades.db"), "--db", help="The SQLite gradebook (created if missing)."),
+    db: Path = typer.Option(Path("grades.db"), "--db", dir_okay=False, help="The SQLite gradebook (created if missing)."),
     jobs: int = typer.Option(os.cpu_count() or 1, "--jobs", "-j", min=1, help="Submissions graded at once."),
     timeout: float = typer.Option(None, "--timeout", callback=positive_seconds,
                                   help="Seconds per submission and exercise, more than 0 (default: course.yaml)."),

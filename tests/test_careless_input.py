@@ -53,6 +53,7 @@ CASES = [
                                             "{tmp}/g.db"], "no assignment or exercise 'nope'"),
     ("grade-timestamps-not-a-time", ["grade", "{class}", "--timestamps", "{bad_timestamps}", "--db", "{tmp}/g.db"],
      "submitted_at: not an ISO time"),
+    ("grade-db-is-a-folder", ["grade", "{class}", "--db", "{tmp}"], "--db"),
     ("grade-unknown-student", ["grade", "{class}", "--student", "nobody"], "--student"),
     ("grade-exam-force", ["grade", "{class}", "--exam", "midterm", "--force"], "--force"),
     ("adjust-no-reason", ["adjust", "s1", "01", "--delta", "1", "--db", "{db}"], "--reason"),
