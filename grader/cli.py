@@ -383,8 +383,10 @@ def push_nbgrader(
     except (ReleaseError, ImportError) as exc:
         typer.echo(f"push failed: {exc}", err=True)
         raise typer.Exit(1) from exc
+    from grader.intake.names import visible
+
     for line in report.skipped:
-        typer.echo(f"skipped {line}", err=True)
+        typer.echo(f"skipped {visible(line, 300)}", err=True)  # may name students: control bytes shown, not sent
     typer.echo(f"{nbgrader_db}: {report.notebooks} notebook score(s) of {report.students} student(s) pushed")
 
 

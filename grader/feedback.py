@@ -21,8 +21,10 @@ from typing import NamedTuple
 
 from grader.course import Text
 
-# Every status a result can have, in both languages. The INTAKE side adds
-# ``unreadable`` (a submission that could not be read); exams add ``late``.
+# Every status a result can have, in both languages: ``unreadable`` is a
+# submission that could not be read (grader/intake/), ``grader_error`` a
+# judging that failed on the grader's side (graded again by the next run),
+# ``late`` an exam's.
 STATUSES: dict[str, Text] = {
     "graded": Text(en="graded", zh="已评分"),
     "not_started": Text(en="not started", zh="未开始"),
@@ -35,6 +37,8 @@ STATUSES: dict[str, Text] = {
     "memory": Text(en="ran out of memory", zh="内存不足"),
     "output_limit": Text(en="printed too much", zh="输出过多"),
     "protocol_error": Text(en="returned something that is not plain data", zh="返回了非普通数据"),
+    "grader_error": Text(en="not graded yet: the grader failed (it will be graded again)",
+                         zh="尚未评分：评分程序出错（下次运行会重新评分）"),
 }
 
 

@@ -63,7 +63,7 @@ CREATE TABLE IF NOT EXISTS results (
     course_version TEXT NOT NULL,
     points         REAL NOT NULL,
     max_points     REAL NOT NULL,
-    status         TEXT NOT NULL,
+    status         TEXT NOT NULL,   -- graded, not_submitted, unreadable (handed in, not readable), or a run's
     reason         TEXT NOT NULL,
     verdicts       TEXT NOT NULL,   -- JSON list of verdicts
     graded_at      REAL NOT NULL,

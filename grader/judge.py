@@ -110,8 +110,6 @@ def require_isolation(sandbox: Sandbox) -> None:
                           "run `grader doctor` for details")
 
 
-# Reasons of a run killed from outside the submission (see Judge.grade).
-KILLED_FROM_OUTSIDE = ("(SIGKILL)", "ended before finishing", "the sandbox failed")
 MAX_FIGURE_CELLS = 64 * 64
 
 
@@ -209,19 +207,7 @@ class Judge:
         return results
 
     def grade(self, exercise: Exercise, folder: Path | None, workdir: Path) -> ExerciseResult:
-        """Grade the exercise module in ``folder`` (None: not submitted).
-
-        A run killed from outside the submission (its sandbox server gone, or
-        SIGKILL: an admin's kill -9, the OOM killer) is graded once more:
-        results are keyed by content, so an accidental kill would otherwise
-        leave a wrong grade that every rerun keeps. A submission killed again
-        keeps that result."""
-        result = self._grade_once(exercise, folder, workdir)
-        if result.status == "crashed" and any(mark in result.reason for mark in KILLED_FROM_OUTSIDE):
-            result = self._grade_once(exercise, folder, workdir)
-        return result
-
-    def _grade_once(self, exercise: Exercise, folder: Path | None, workdir: Path) -> ExerciseResult:
+        """Grade the exercise module in ``folder`` (None: not submitted)."""
         plan = self.plan(exercise)
         if not plan.checks:
             raise GraderError(f"{exercise.folder} has no hidden checks (grader/checks/{exercise.slug}.py)")
@@ -233,6 +219,12 @@ class Judge:
             return ExerciseResult(exercise.id, "not_submitted", "", verdicts, exercise.points)
         expected = self.expected(exercise, workdir)
         run = self.sandbox.run(folder, exercise.module_name, plan.calls)
+        if run.from_outside:
+            # Ended by the OOM killer, an operator's kill -9 or the sandbox's own
+            # server, never by the submission (RunResult.ended_by): results are
+            # keyed by content, so that accident would be kept by every rerun.
+            # Once: a submission ended again keeps that result.
+            run = self.sandbox.run(folder, exercise.module_name, plan.calls)
         limits = getattr(self.sandbox, "limits", None)
         source = _read_source(folder / exercise.module)
         verdicts: list[Verdict] = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import os
 import tempfile
 from pathlib import Path
 
@@ -15,12 +16,15 @@ from grader.deadlines import DeadlineInputError, assess_class, load_homework_tim
 from grader.course import CourseError, load_course
 from grader.exams.records import recorded_exam_stats
 from grader.gradebook import Gradebook, GradebookError
-from grader.grading import grade_class
+from grader.intake.errors import UNREADABLE
+from grader.intake.names import shown
+from grader.grading import GRADER_ERROR, grade_class
 from grader.judge import GraderError, Judge
 from grader.report import write_grades_csv, write_html_report, write_results_json
 from grader.sandbox import Limits, Sandbox, SandboxError
 
 EXIT_OK, EXIT_BAD_INPUT, EXIT_GRADER_BROKEN, EXIT_GRADEBOOK = 0, 2, 3, 4
+PROBLEM_CHARS = 300   # a problem's text shown in the terminal, at most
 
 
 def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: float | None,
@@ -54,6 +58,11 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
         return EXIT_BAD_INPUT
     if executor == "dask" and importlib.util.find_spec("distributed") is None:
         console.print("--executor dask needs Dask: pip install 'attention-course[scale]'")
+        return EXIT_BAD_INPUT
+    try:
+        os.scandir(submissions).close()   # the instructor's folder: an error here is theirs, not a student's
+    except OSError as exc:
+        console.print(f"cannot read the submissions folder {submissions}: {exc.strerror}", markup=False)
         return EXIT_BAD_INPUT
     limits = Limits.from_grading(course.grading, timeout_s=timeout, memory_mb=memory)
     root = course_path.resolve().parent
@@ -92,7 +101,18 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
         return EXIT_GRADER_BROKEN
     for submission in run.submissions:
         for problem in submission.problems:
-            console.print(f"[yellow]warning[/yellow] {submission.student}: {problem}", highlight=False)
+            # Ids and problems may carry text from students' file names: markup escaped, control bytes visible.
+            console.print(f"[yellow]warning[/yellow] {shown(submission.student)}: {shown(problem, PROBLEM_CHARS)}",
+                          highlight=False)
+    failed = sum(r.status == GRADER_ERROR for r in records)
+    if failed:
+        console.print(f"[red]{failed} result(s) could not be judged[/red] (a grader error, traceback above): "
+                      "they are graded again on the next run", highlight=False)
+    unreadable = sum(r.status == UNREADABLE for r in records)
+    if unreadable:
+        console.print(f"[yellow]{unreadable} result(s) unreadable[/yellow] (links, special files, damaged or "
+                      "oversized archives or notebooks): their reasons are in grades.csv and the report",
+                      highlight=False)
     for problem in late_problems:
         console.print(f"[yellow]warning[/yellow] {problem}", markup=False, highlight=False)
     if lateness:

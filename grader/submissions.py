@@ -10,10 +10,15 @@ the references (only the exercise's own symbols are graded).
 A notebook can stand in for the module: nbgrader's collected
 ``submitted/<student>/<assignment>/NN_slug.ipynb``, a plain ``NN_slug.ipynb``
 in the student's folder, or the one beside the stub in a student checkout;
-its answer cell becomes the module (``grader.notebooks``).
+its answer cell becomes the module (``grader.notebooks``). Homework is taken
+only from its own assignment's folder, never from an exam's.
 
-Nothing here imports or runs student code. Archives are unpacked by hand:
-no absolute paths, no ``..``, no links, bounded sizes.
+Nothing here imports or runs student code, and nothing follows a link:
+each submission is first read into an index (``grader.intake``) that
+refuses links, special files and oversized or malformed archives. Every
+way one student's submission can fail to be read, whatever raises, gives
+that student the status ``unreadable`` with a fixed reason; the class goes
+on. One student has one source: a folder and a zip of one id are refused.
 """
 from __future__ import annotations
 
@@ -22,18 +27,27 @@ import os
 import re
 import shutil
 import stat
-import zipfile
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from grader.course import REPO_ROOT, Course, Exercise
-from grader.notebooks import NotebookError, extract_module
+from grader.intake import IntakeLimits, SubmissionTree, Unreadable, read_folder
+from grader.intake.archive import read_zip, unpack_zip_checked
+from grader.intake.errors import UNREADABLE, internal_reason, plain_path
+from grader.intake.tree import SKIPPED_FOLDERS
+from grader.intake.names import STUDENT_ID_RE, placeholder_id, usable_student_id, visible
+from grader.notebooks import MAX_NOTEBOOK_BYTES, NotebookError, answer_from_notebook
+
+__all__ = ["MAX_ARCHIVE_BYTES", "MAX_ARCHIVE_MEMBERS", "MAX_MODULE_BYTES", "STUDENT_ID_RE", "UNREADABLE",
+           "ExerciseSubmission", "Submission", "SubmissionError", "assemble", "collect", "unpack_zip"]
 
 MAX_MODULE_BYTES = 1 << 20          # a module larger than 1 MiB is not a solution
-MAX_ARCHIVE_BYTES = 64 << 20        # total unpacked size of one student's zip
-MAX_ARCHIVE_MEMBERS = 5000
+LIMITS = IntakeLimits()
+MAX_ARCHIVE_BYTES = LIMITS.submission_bytes
+MAX_ARCHIVE_MEMBERS = LIMITS.entries
 EXERCISE_FOLDER_RE = re.compile(r"^\d\d_")
-STUDENT_ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$")
+UNUSABLE_ID = ("the folder name is not a usable student id (letters, digits and ._@- only, at most 64 "
+               "characters); the instructor must rename it")
 
 
 class SubmissionError(Exception):
@@ -43,9 +57,10 @@ class SubmissionError(Exception):
 @dataclass
 class ExerciseSubmission:
     exercise: Exercise
-    folder: Path | None          # prepared folder to grade, None if missing
+    folder: Path | None          # prepared folder to grade, None if missing or unreadable
     content_hash: str            # sha256 of the module's bytes ("" if missing)
     problem: str = ""            # why it is missing or unusable
+    status: str = ""             # "unreadable" when handed in but not readable; "" otherwise
 
 
 @dataclass
@@ -53,63 +68,108 @@ class Submission:
     student: str
     source: Path
     exercises: dict[str, ExerciseSubmission] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)   # for the instructor's log
+    problems: list[str] = field(default_factory=list)   # for the instructor's log (printed through names.shown)
 
 
-def _safe_member_path(name: str) -> PurePosixPath:
-    path = PurePosixPath(name.replace("\\", "/"))
-    if path.is_absolute() or ".." in path.parts or (path.parts and ":" in path.parts[0]):
-        raise SubmissionError(f"unsafe path in archive: {name!r}")
-    return path
+def unreadable(exercise: Exercise, reason: str) -> ExerciseSubmission:
+    """An exercise handed in but not readable: keyed by its reason, so that a
+    fixed submission (another reason, or none) is graded again."""
+    digest = hashlib.sha256(reason.encode()).hexdigest()[:16]
+    return ExerciseSubmission(exercise, None, f"{UNREADABLE}-{digest}", reason, UNREADABLE)
 
 
 def unpack_zip(archive: Path, target: Path) -> None:
-    """Unpack ``archive`` into ``target``, refusing unsafe or oversized members."""
+    """Unpack ``archive`` into ``target``, refusing unsafe, malformed or
+    oversized members (``grader.intake.archive``) with a :class:`SubmissionError`."""
     try:
-        with zipfile.ZipFile(archive) as zf:
-            members = zf.infolist()
-            if len(members) > MAX_ARCHIVE_MEMBERS:
-                raise SubmissionError(f"{archive.name}: {len(members)} files (at most {MAX_ARCHIVE_MEMBERS})")
-            if sum(m.file_size for m in members) > MAX_ARCHIVE_BYTES:
-                raise SubmissionError(f"{archive.name}: unpacks to more than {MAX_ARCHIVE_BYTES >> 20} MiB")
-            for member in members:
-                relative = _safe_member_path(member.filename)
-                mode = member.external_attr >> 16
-                if stat.S_ISLNK(mode):
-                    raise SubmissionError(f"{archive.name}: symbolic link {member.filename!r} refused")
-                destination = target.joinpath(*relative.parts)
-                if member.is_dir():
-                    destination.mkdir(parents=True, exist_ok=True)
-                    continue
-                destination.parent.mkdir(parents=True, exist_ok=True)
-                with zf.open(member) as src, open(destination, "wb") as dst:
-                    # Read with a bound: the declared size can lie.
-                    data = src.read(MAX_ARCHIVE_BYTES + 1)
-                    if len(data) > MAX_ARCHIVE_BYTES:
-                        raise SubmissionError(f"{archive.name}: {member.filename!r} is too large")
-                    dst.write(data)
-    except zipfile.BadZipFile as exc:
-        raise SubmissionError(f"{archive.name}: not a valid zip file ({exc})") from exc
+        unpack_zip_checked(archive, target, LIMITS)
+    except Unreadable as exc:
+        raise SubmissionError(f"{archive.name}: {exc.reason}") from None
 
 
-def _exercise_roots(tree: Path) -> list[Path]:
+def _wanted(exercises: list[Exercise]) -> dict[str, int]:
+    """The file names the grader reads, with the most bytes it reads of each."""
+    wanted = {e.module: MAX_MODULE_BYTES for e in exercises}
+    wanted.update({f"{e.folder}.ipynb": MAX_NOTEBOOK_BYTES for e in exercises})
+    return wanted
+
+
+def _folder_kind(name: str, exercise: Exercise, course: Course, exam: str | None) -> str:
+    """What a folder one level below the student is: "own" (this work's
+    assignment or exam folder), "other" (another assignment's or exam's),
+    or "plain" (a zip's top folder, a checkout)."""
+    for assignment in course.assignments:
+        if name == assignment.id:
+            return "own" if exam is None and exercise.id in assignment.exercises else "other"
+    for other in course.exams:
+        if name == other.id or name.startswith(f"{other.id}-"):
+            return "own" if exam == other.id else "other"
+    return "plain"
+
+
+def _exercise_roots(tree: SubmissionTree, exercise: Exercise, course: Course, exam: str | None = None) -> list:
     """Where exercise folders may sit in a student's tree: the tree itself,
-    ``exercises/``, and the same one level down (a zip's top folder)."""
-    candidates = [tree, tree / "exercises"]
-    for child in sorted(p for p in tree.iterdir() if p.is_dir() and not p.is_symlink()):
-        candidates += [child, child / "exercises"]
-    return [c for c in candidates if c.is_dir() and not c.is_symlink()]
+    ``exercises/``, and the same one level down (a zip's top folder, or
+    nbgrader's assignment folder). An assignment's or exam's folder is
+    searched only for its own work: homework never comes from an exam, nor
+    an exam's code from homework (``exam``: the exam being graded)."""
+    candidates = [(), ("exercises",)]
+    for child in tree.subdirs(()):
+        if child.startswith(".") or child in SKIPPED_FOLDERS or _folder_kind(child, exercise, course, exam) == "other":
+            continue
+        candidates += [(child,), (child, "exercises")]
+    return [c for c in candidates if tree.is_dir(c)]
 
 
-def _find_notebook(tree: Path, exercise: Exercise) -> Path | None:
-    """``NN_slug.ipynb`` beside the exercise folders (nbgrader's layout:
-    the assignment folder is the zip-style level below the student) or in
-    the exercise folder (a student checkout with the released notebooks)."""
-    for root in _exercise_roots(tree):
-        for candidate in (root / f"{exercise.folder}.ipynb", root / exercise.folder / f"{exercise.folder}.ipynb"):
-            if candidate.exists():
-                return candidate
-    return None
+def _normalised(source: bytes) -> bytes:
+    """The bytes with what means nothing removed: a BOM, CR line ends,
+    trailing spaces, trailing blank lines."""
+    text = source.removeprefix(b"\xef\xbb\xbf").replace(b"\r\n", b"\n").replace(b"\r", b"\n")
+    return b"\n".join(line.rstrip() for line in text.split(b"\n")).rstrip(b"\n")
+
+
+def _is_untouched_stub(data: bytes | None, exercise: Exercise, root: Path) -> bool:
+    stub = root / "exercises" / exercise.folder / exercise.module
+    try:
+        return data is not None and _normalised(data) == _normalised(stub.read_bytes())
+    except OSError:
+        return False
+
+
+def _find(tree: SubmissionTree, exercise: Exercise, course: Course, root: Path, exam: str | None,
+          bare_modules: bool) -> tuple | None:
+    """The path parts of the file to grade: the module, or its notebook when
+    the module is missing or still the untouched stub (a checkout has both:
+    the student worked in the notebook)."""
+    roots = _exercise_roots(tree, exercise, course, exam)
+    modules = [r + (exercise.folder, exercise.module) for r in roots]
+    if bare_modules:   # Gradescope's file upload: the module alone
+        modules.append((exercise.module,))
+    module = next((m for m in modules if tree.file(m) is not None), None)
+    if module is None or _is_untouched_stub(tree.file(module).data, exercise, root):
+        notebook_name = f"{exercise.folder}.ipynb"
+        notebooks = [p for r in roots for p in (r + (notebook_name,), r + (exercise.folder, notebook_name))]
+        return next((n for n in notebooks if tree.file(n) is not None), None) or module
+    return module
+
+
+def _not_found(tree: SubmissionTree, exercise: Exercise, course: Course, exam: str | None) -> str:
+    """"not submitted", saying where a file named like the module sits when
+    the student's layout is one the grader does not know, or when it sits in
+    another assignment's or exam's folder, so the instructor can tell a wrong
+    folder from a missing exercise. Other exercises' folders hold copies of
+    earlier modules (06 ships 05's): not misplaced."""
+    names = (exercise.module, f"{exercise.folder}.ipynb")
+    for parts in sorted(tree.files):
+        if parts[-1] not in names or any(EXERCISE_FOLDER_RE.match(p) for p in parts[:-1]):
+            continue
+        if len(parts) > 1 and _folder_kind(parts[0], exercise, course, exam) == "other":
+            own = exam or next((a.id for a in course.assignments if exercise.id in a.exercises), "its own")
+            return (f"not submitted: {parts[-1]} is only in {plain_path(parts[0])}/, another assignment's or "
+                    f"exam's folder; this work is taken from {plain_path(own)}/ only")
+        return (f"not submitted: found {plain_path(parts)}, but the grader looks for "
+                f"{exercise.folder}/{exercise.module} (put the file in a folder named {exercise.folder})")
+    return "not submitted"
 
 
 def assemble(exercise: Exercise, module_source: bytes, target: Path, course: Course, root: Path = REPO_ROOT) -> Path:
@@ -124,99 +184,113 @@ def assemble(exercise: Exercise, module_source: bytes, target: Path, course: Cou
     return target
 
 
-def _is_untouched_stub(module: Path, exercise: Exercise, root: Path) -> bool:
-    stub = root / "exercises" / exercise.folder / exercise.module
-    try:
-        return module.is_file() and not module.is_symlink() and module.read_bytes() == stub.read_bytes()
-    except OSError:
-        return False
-
-
-def _find_module(tree: Path, exercise: Exercise, root: Path = REPO_ROOT) -> Path | None:
-    module = None
-    for candidate_root in _exercise_roots(tree):
-        candidate = candidate_root / exercise.folder / exercise.module
-        if candidate.exists():
-            module = candidate
-            break
-    # A checkout has both the module and its notebook: the student worked
-    # in the notebook when the module is still the untouched stub.
-    if module is None or _is_untouched_stub(module, exercise, root):
-        return _find_notebook(tree, exercise) or module
-    return module
-
-
-def _not_found(tree: Path, exercise: Exercise, limit: int = 10_000) -> str:
-    """"not submitted", saying where a file named like the module sits when
-    the student's layout is one the grader does not know (bounded walk,
-    links not followed), so the instructor can tell a wrong folder from
-    a missing exercise."""
-    seen = 0
-    for dirpath, dirnames, filenames in os.walk(tree):
-        # Other exercises' folders hold copies of earlier modules (06 ships 05's): not a misplaced file.
-        dirnames[:] = sorted(d for d in dirnames if not EXERCISE_FOLDER_RE.match(d))
-        seen += len(dirnames) + len(filenames)
-        if exercise.module in filenames or f"{exercise.folder}.ipynb" in filenames:
-            name = exercise.module if exercise.module in filenames else f"{exercise.folder}.ipynb"
-            found = (Path(dirpath) / name).relative_to(tree).as_posix()
-            return (f"not submitted: found {found}, but the grader looks for "
-                    f"{exercise.folder}/{exercise.module} (put the file in a folder named {exercise.folder})")
-        if seen > limit:
-            break
-    return "not submitted"
-
-
-def _prepare(exercise: Exercise, module: Path, target: Path, course: Course, root: Path) -> ExerciseSubmission:
-    if module.is_symlink() or not module.is_file():
-        return ExerciseSubmission(exercise, None, "", f"{module.name} is not a regular file")
-    notebook = module.suffix == ".ipynb"
+def _prepare(tree: SubmissionTree, parts: tuple, exercise: Exercise, target: Path, course: Course,
+             root: Path) -> ExerciseSubmission:
+    blob = tree.file(parts)
+    name = parts[-1]
+    notebook = name.endswith(".ipynb")
+    cap = MAX_NOTEBOOK_BYTES if notebook else MAX_MODULE_BYTES
+    if blob.too_large or blob.data is None:
+        unit, shift = ("MiB", 20) if notebook else ("KiB", 10)
+        size = f"{blob.size >> 20} MiB" if blob.size >= 1 << 20 or notebook else f"{blob.size >> 10} KiB"
+        return unreadable(exercise, f"{name} is {size} (at most {cap >> shift} {unit})")
+    data = blob.data
     if notebook:
         try:
-            data = extract_module(module, exercise)
+            data = answer_from_notebook(data, exercise, name).encode("utf-8")
         except NotebookError as exc:
-            return ExerciseSubmission(exercise, None, "", str(exc))
-    size = len(data) if notebook else module.stat().st_size
-    if size > MAX_MODULE_BYTES:
-        return ExerciseSubmission(exercise, None, "", f"{exercise.module} is {size >> 10} KiB (at most {MAX_MODULE_BYTES >> 10} KiB)")
-    if not notebook:
-        data = module.read_bytes()
+            return unreadable(exercise, str(exc))
+        if len(data) > MAX_MODULE_BYTES:
+            return unreadable(exercise, f"{exercise.module} is {len(data) >> 10} KiB "
+                                        f"(at most {MAX_MODULE_BYTES >> 10} KiB)")
     return ExerciseSubmission(exercise, assemble(exercise, data, target, course, root), hashlib.sha256(data).hexdigest())
 
 
-def collect(submissions_dir: Path, course: Course, exercises: list[Exercise], workdir: Path,
-            root: Path = REPO_ROOT) -> list[Submission]:
-    """Every student's submission, prepared for grading under ``workdir``."""
-    found: list[Submission] = []
-    entries = sorted(p for p in submissions_dir.iterdir() if not p.name.startswith("."))
-    for entry in entries:
-        student = entry.name.removesuffix(".zip") if entry.suffix == ".zip" else entry.name
-        submission = Submission(student, entry)
-        found.append(submission)
-        if not STUDENT_ID_RE.match(student):
-            submission.problems.append(f"{entry.name}: not a usable student id")
-            continue
-        if entry.is_symlink():
-            submission.problems.append(f"{entry.name}: symbolic links are not followed")
-            tree = None
-        elif entry.is_dir():
-            tree = entry
-        elif entry.suffix == ".zip":
-            tree = workdir / "unpacked" / student
-            shutil.rmtree(tree, ignore_errors=True)
-            try:
-                unpack_zip(entry, tree)
-            except SubmissionError as exc:
-                submission.problems.append(str(exc))
-                tree = None
-        else:
-            submission.problems.append(f"{entry.name}: neither a folder nor a .zip")
-            tree = None
-        for exercise in exercises:
-            module = _find_module(tree, exercise, root) if tree is not None else None
-            if module is None:
-                reason = "; ".join(submission.problems) if tree is None else _not_found(tree, exercise)
-                submission.exercises[exercise.id] = ExerciseSubmission(exercise, None, "", reason)
+def _read(entry: Path, wanted: dict[str, int]) -> SubmissionTree:
+    """The index of one source (a folder or a zip), following nothing."""
+    try:
+        mode = os.lstat(entry).st_mode
+    except OSError:
+        raise Unreadable("the submission cannot be read") from None
+    if entry.name.lower().endswith(".zip") and not stat.S_ISDIR(mode):
+        return read_zip(entry, wanted, LIMITS)
+    if stat.S_ISDIR(mode) or stat.S_ISLNK(mode):
+        return read_folder(entry, wanted, LIMITS)
+    raise Unreadable("the submission is neither a folder nor a .zip")
+
+
+def _sources(submissions_dir: Path) -> dict[str, list[Path]]:
+    """Each name's entries: ``s1/`` and ``s1.zip`` are one student's two sources."""
+    grouped: dict[str, list[Path]] = {}
+    with os.scandir(submissions_dir) as listing:
+        names = sorted(entry.name for entry in listing if not entry.name.startswith("."))
+    for name in names:
+        student = name[:-4] if name.lower().endswith(".zip") else name
+        grouped.setdefault(student, []).append(submissions_dir / name)
+    return grouped
+
+
+def _shown_name(entry: Path) -> str:
+    try:
+        folder = stat.S_ISDIR(os.lstat(entry).st_mode)
+    except OSError:
+        folder = False
+    return plain_path(entry.name) + ("/" if folder else "")
+
+
+def _collect_one(student: str, entries: list[Path], course: Course, exercises: list[Exercise], workdir: Path,
+                 root: Path, exam: str | None, bare_modules: bool) -> Submission:
+    if not usable_student_id(student):
+        submission = Submission(placeholder_id(student), entries[0])
+        submission.problems.append(f"{visible(entries[0].name)!s}: not a usable student id; recorded as "
+                                   f"{submission.student}")
+        submission.exercises = {e.id: unreadable(e, UNUSABLE_ID) for e in exercises}
+        return submission
+    submission = Submission(student, entries[0])
+    if len(entries) > 1:
+        reason = f"two submissions: {' and '.join(_shown_name(e) for e in entries)}; hand in one"
+        submission.problems.append(reason)
+        submission.exercises = {e.id: unreadable(e, reason) for e in exercises}
+        return submission
+    try:
+        tree = _read(entries[0], _wanted(exercises))
+    except Unreadable as exc:
+        submission.problems.append(exc.reason)
+        submission.exercises = {e.id: unreadable(e, exc.reason) for e in exercises}
+        return submission
+    for exercise in exercises:
+        try:
+            parts = _find(tree, exercise, course, root, exam, bare_modules)
+            if parts is None:
+                submission.exercises[exercise.id] = ExerciseSubmission(exercise, None, "",
+                                                                        _not_found(tree, exercise, course, exam))
             else:
                 target = workdir / "prepared" / student / exercise.folder
-                submission.exercises[exercise.id] = _prepare(exercise, module, target, course, root)
+                submission.exercises[exercise.id] = _prepare(tree, parts, exercise, target, course, root)
+        except Exception as exc:  # noqa: BLE001 - one exercise's error is this student's, not the class's
+            submission.problems.append(f"{exercise.id}: {type(exc).__name__}: {visible(str(exc))}")
+            submission.exercises[exercise.id] = unreadable(exercise, internal_reason(exc))
+    return submission
+
+
+def collect(submissions_dir: Path, course: Course, exercises: list[Exercise], workdir: Path,
+            root: Path = REPO_ROOT, *, sources: dict[str, Path] | None = None, exam: str | None = None,
+            bare_modules: bool = False) -> list[Submission]:
+    """Every student's submission, prepared for grading under ``workdir``.
+
+    ``sources``: student -> folder or zip, instead of the entries of
+    ``submissions_dir`` (Gradescope's one submission); ``exam``: the exam
+    whose code is collected (its folder only); ``bare_modules``: a module
+    file at the top of the tree counts (Gradescope's upload). Every student
+    gets one result per exercise, whatever their files hold."""
+    grouped = {s: [p] for s, p in sources.items()} if sources is not None else _sources(submissions_dir)
+    found: list[Submission] = []
+    for student, entries in sorted(grouped.items()):
+        try:
+            found.append(_collect_one(student, entries, course, exercises, workdir, root, exam, bare_modules))
+        except Exception as exc:  # noqa: BLE001 - whatever one student's files do, the class goes on
+            safe = student if usable_student_id(student) else placeholder_id(student)
+            submission = Submission(safe, entries[0], problems=[f"{type(exc).__name__}: {visible(str(exc))}"])
+            submission.exercises = {e.id: unreadable(e, internal_reason(exc)) for e in exercises}
+            found.append(submission)
     return found

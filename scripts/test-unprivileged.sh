@@ -20,7 +20,8 @@ cd "$(dirname "$0")/.."
 # The sandbox on its own; every attack corpus under tests/redteam/ through `grader grade`
 # end to end; hostile exam files (modes a non-root grader cannot read), one class through
 # `grader exam grade`.
-TESTS=(tests/test_sandbox.py tests/test_sandbox_redteam.py tests/redteam
+TESTS=(tests/test_sandbox.py tests/test_sandbox_redteam.py tests/test_sandbox_trust.py
+       tests/test_sandbox_seccomp.py tests/redteam
        tests/hardening/test_exam_hostile.py tests/hardening/test_exam_class_run.py)
 
 if [ "$(id -u)" -ne 0 ]; then

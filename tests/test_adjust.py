@@ -46,7 +46,7 @@ def test_an_adjustment_shows_beside_the_graded_score_and_survives_a_regrade(grad
     assert _grader("export", "csv", graded / "export.csv", "--db", db).returncode == 0
     ben = _rows(graded / "export.csv")[("ben", "01")]
     assert (ben["points"], ben["graded_points"]) == ("1.5", "0")
-    assert "+1.5 by prof" in ben["adjustment"] and "office hours" in ben["adjustment"]
+    assert "by prof" in ben["adjustment"] and "+1.5 (explained it in office hours)" in ben["adjustment"]
 
     # Regrade ben alone: a new result is recorded, the old one kept, the adjustment still in effect.
     run = _grader("grade", graded / "class", "-e", "01", "--student", "ben", "--force", "--db", db,

@@ -88,12 +88,13 @@ def test_a_whole_term(course, tmp_path):
     with Gradebook(db) as book:
         assert sorted(old.key.student for old, _ in book.superseded()) == ["ben", "ben"]
 
-    grades = {(r[0], r[1]): r for r in _rows(out / "grades.csv")[1:]}
+    grades = {(r["student"], r["exercise"]): r for r in csv.DictReader(open(out / "grades.csv", encoding="utf-8"))}
     assert len(grades) == 6                                         # the whole class after the regrade
-    ben01 = grades[("ben", "01")]
-    assert ben01[2] == f"{softmax.points * 0.88:g}" and ben01[7] == f"{softmax.points:g}"   # 120 min late: -12 %
-    assert grades[("cy", "07")][2] == "3" and grades[("cy", "07")][5] == "0"                # adjusted; graded 0
-    assert grades[("cy", "07")][10] == "on time (extended deadline)"
+    ben01, cy07 = grades[("ben", "01")], grades[("cy", "07")]
+    assert ben01["points"] == f"{softmax.points * 0.88:g}"          # 120 min late: -12 %
+    assert ben01["unpenalised_points"] == f"{softmax.points:g}" and ben01["late_min"] == "120"
+    assert cy07["points"] == "3" and cy07["graded_points"] == "0"   # adjusted by hand; the judge gave 0
+    assert cy07["lateness"] == "on time (extended deadline)" and "by prof" in cy07["adjustment"]
 
     _grader("export", "canvas", tmp_path / "canvas.csv", "--db", db, "--course", course_file)
     _grader("export", "moodle", tmp_path / "moodle.csv", "--db", db, "--course", course_file)

@@ -6,36 +6,48 @@ import json
 from pathlib import Path
 
 from grader.gradebook import Record
+from grader.intake.names import visible
+
+REASON_CHARS = 300   # grades.csv is for people and LMS imports; results.json has the whole reason
 
 
 def _points(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".")
 
 
+def _cell(text: str) -> str:
+    """A reason as one spreadsheet cell: bounded, control bytes shown, and never
+    a formula (a spreadsheet runs a cell starting with = + - @)."""
+    text = visible(text, REASON_CHARS)
+    return "'" + text if text[:1] in ("=", "+", "-", "@") else text
+
+
 def _adjustment_text(r: Record) -> str:
-    """"+2 by alice: regrade request" (grades.csv column adjustment), or ""."""
+    """"by prof at 2026-...: +2 (regrade request)" (grades.csv column adjustment), or ""."""
     a = r.adjustment
-    return f"{a['change']} by {a['by']} at {a['at']}: {a['reason']}" if a else ""
+    return _cell(f"by {a['by']} at {a['at']}: {a['change']} ({a['reason']})") if a else ""
 
 
 def write_grades_csv(records: list[Record], path: Path) -> None:
-    """student, exercise, points, max_points, status, then graded_points (the
-    judge's score, before the instructor's adjustment) and the adjustment,
-    then the homework late policy's verdict: unpenalised_points (before it),
-    late_min, late_factor and lateness (its note; "lateness unknown: ..." when
-    no submission time is on record; empty without a due time): one row per result."""
+    """student, exercise, points, max_points, status, reason (why a result is
+    not graded normally, e.g. unreadable), then graded_points (the judge's
+    score, before the instructor's adjustment) and the adjustment, then the
+    homework late policy's verdict: unpenalised_points (before it), late_min,
+    late_factor and lateness (its note; "lateness unknown: ..." when no
+    submission time is on record; empty without a due time): one row per result."""
     with open(path, "w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
-        writer.writerow(["student", "exercise", "points", "max_points", "status", "graded_points", "adjustment",
-                         "unpenalised_points", "late_min", "late_factor", "lateness"])
+        writer.writerow(["student", "exercise", "points", "max_points", "status", "reason", "graded_points",
+                         "adjustment", "unpenalised_points", "late_min", "late_factor", "lateness"])
         for r in sorted(records, key=lambda r: (r.key.student, r.key.exercise)):
             graded = r.points if r.graded_points is None else r.graded_points
             late = r.lateness or {}
             writer.writerow([r.key.student, r.key.exercise, _points(r.points), _points(r.max_points), r.status,
+                             _cell(r.reason) if r.status != "graded" else "",
                              _points(graded), _adjustment_text(r),
                              _points(late.get("unpenalised_points", r.points)),
                              _points(late["late_min"]) if late.get("known") else "",
-                             f"{late['factor']:g}" if late else "", late.get("note", "")])
+                             f"{late['factor']:g}" if late else "", _cell(late.get("note", ""))])
 
 
 def write_results_json(records: list[Record], path: Path) -> None:

@@ -5,11 +5,12 @@ session, unshares its namespaces and mounts the read-only part of its
 filesystem view, then waits for a run. When one comes it finishes
 confining itself (module copy and scratch, pivot_root, rlimits, Landlock,
 uid, seccomp, in that order), reports which layers took, and only then
-reads its request, imports the module and runs the probe calls, streaming
-one frame per call. It never returns: it ends with ``os._exit``.
+imports the module, says ``imported``, and only then receives the probe
+calls, one at a time, answering each with one frame. It never returns: it ends with ``os._exit``.
 
 fds when the student's code runs: 0 = /dev/null, 1 and 2 = capped pipes
-read by the grader, 3 = the request, 4 = the result frames. Nothing else.
+read by the grader, 3 = the calls (written by the grader one at a time,
+never before the import), 4 = the result frames. Nothing else.
 """
 from __future__ import annotations
 
@@ -35,11 +36,12 @@ def spare(ctl: socket.socket, config: dict, server_pid: int) -> None:
         os.closerange(keep + 1, 1 << 20)
         layers: dict[str, str] = {"fork_server": "active", "session": "active"}
         mounted = _prepare(config, layers)
+        filter_program = seccomp.program(config["seccomp_log"])  # built while idle: ~1 ms off each run
         data, fds, _, _ = socket.recv_fds(ctl, 1 << 20, 8)
         ctl.close()
         if not data or len(fds) != 4:
             os._exit(0)  # the server is gone, or sent no run
-        _run({**config, **json.loads(data)}, layers, mounted, fds, server_pid)
+        _run({**config, **json.loads(data), "seccomp_program": filter_program}, layers, mounted, fds, server_pid)
     except BaseException:
         os._exit(1)
 
@@ -133,7 +135,8 @@ def _confine(spec: dict, layers: dict[str, str], mounted: bool, server_pid: int)
     if as_root:
         _attempt(layers, disabled, "uid_drop", limits.drop_uid, uid, gid)
     limits.die_with_parent(server_pid)  # a uid change clears it
-    _attempt(layers, disabled, "seccomp", seccomp.install)
+    if _attempt(layers, disabled, "seccomp", seccomp.install, spec["seccomp_program"]) and spec["seccomp_log"]:
+        layers["seccomp"] = f"log only ({seccomp.LOG_ENV}=1): unlisted calls are allowed and logged"
     os.environ.update(HOME=spec["scratch"], TMPDIR=spec["scratch"])
     os.chdir(spec["scratch"])
 
@@ -151,16 +154,17 @@ def _flush() -> None:
 
 
 def _serve(spec: dict) -> None:
-    """Read the request, import the module, run each call."""
+    """Import the module, then run each call as the grader sends it.
+
+    The module is imported before any input exists in this process: the
+    grader writes call ``i``'s frame only after ``imported`` (for the first)
+    or call ``i - 1``'s result, so code that runs at import time (an error
+    text, a module-level global, a thread reading fd 3) finds nothing of the
+    hidden inputs. A call's own inputs reach only that call's arguments."""
     import torch
     from coursekit.loader import load_module
 
-    got = wire.read_frame(REQUEST_FD)
-    if got is None:
-        raise wire.ProtocolError("no request")
-    calls = wire.loads(got[1])
     torch.set_num_threads(spec["limits"]["threads"])
-    probes = [_resolve(probe) for probe, _ in calls]
     try:
         module = load_module(spec["module_dir"], spec["module_name"])
     except BaseException as exc:  # ExerciseImportError, or SystemExit at import time
@@ -168,9 +172,28 @@ def _serve(spec: dict) -> None:
             f"importing {spec['module_name']}.py raised {wire.one_line(exc)}"
         _send({"kind": "import_error", "error": message[:2000]})
         return
-    for i, ((probe, kwargs), fn) in enumerate(zip(calls, probes)):
-        _send({"kind": "begin", "i": i})
-        _send(*_call(i, fn, module, kwargs))
+    _send({"kind": "imported"})
+    i = 0
+    while (call := _next_call(i)) is not None:
+        probe, kwargs = call
+        _send(*_call(i, _resolve(probe), module, kwargs))
+        i += 1
+
+
+def _next_call(i: int) -> tuple[str, dict] | None:
+    """Call ``i``'s probe and arguments, or None when the grader has no more."""
+    got = wire.read_frame(REQUEST_FD)
+    if got is None:
+        raise wire.ProtocolError("the request stream ended without an 'end' frame")
+    header, payload = got
+    if header["kind"] == "end":
+        return None
+    if header["kind"] != "call" or header.get("i") != i:
+        raise wire.ProtocolError(f"expected call {i}, got {header['kind']!r}")
+    value = wire.loads(payload)
+    if type(value) is not list or len(value) != 2 or type(value[0]) is not str or type(value[1]) is not dict:
+        raise wire.ProtocolError("a call frame must hold [probe, kwargs]")
+    return value[0], value[1]
 
 
 def _resolve(probe: str):

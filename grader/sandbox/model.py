@@ -16,6 +16,11 @@ PROBE_PATTERN = re.compile(r"^coursekit\.probes(\.[A-Za-z_][A-Za-z0-9_]*)+:[A-Za
 
 STATUSES = ("ok", "import_error", "timeout", "crashed", "memory", "output_limit", "protocol_error")
 
+# Who ended a run (RunResult.ended_by). Only the last three are faults of the
+# machine rather than results of the submission: see RunResult.from_outside.
+ENDED_BY = ("itself", "limit", "oom_killer", "outside", "infrastructure")
+FROM_OUTSIDE = ("oom_killer", "outside", "infrastructure")
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -81,6 +86,18 @@ class RunResult:
     frames). ``reason`` says it in words, with the call that was running.
     ``stdout``/``stderr`` are capped and only for showing: no verdict is
     ever read from them.
+
+    ``ended_by`` says who ended the run, from what the grader itself saw
+    (never from anything the child says about itself):
+
+    * ``itself``: the child finished, or ended in a way it can cause on its
+      own (an exit, a crash, a signal to itself, a result stream it closed);
+    * ``limit``: one of the run's limits (wall clock, CPU, output cap);
+    * ``oom_killer``: SIGKILL while the kernel's OOM-kill counter moved;
+    * ``outside``: SIGKILL that neither the grader nor the child can have
+      sent (an operator's ``kill -9``): concluded only where the seccomp
+      layer is active, which stops a child from SIGKILLing itself;
+    * ``infrastructure``: the fork-server died or lost the child.
     """
 
     status: str
@@ -89,3 +106,10 @@ class RunResult:
     stdout: str
     stderr: str
     wall_s: float
+    ended_by: str = "itself"
+
+    @property
+    def from_outside(self) -> bool:
+        """Ended by a fault of the machine (OOM killer, an operator, the
+        sandbox's own server), not by the submission: worth running again."""
+        return self.ended_by in FROM_OUTSIDE

@@ -1,8 +1,10 @@
 """One run as the grader sees it: the I/O loop over the child's pipes, the
 frame state machine, and the verdict on how the run ended.
 
-Frames must arrive as ``layers`` then either ``import_error`` or, per call
-in order, ``begin i`` and ``result i`` / ``error i``, then ``done``.
+Frames must arrive as ``layers`` then either ``import_error`` or
+``imported``, then, per call in order, ``result i`` / ``error i``, then
+``done``. The grader writes call ``i`` only after ``imported`` (i = 0) or
+the previous call's result, and ``end`` after the last.
 Anything else ends the run as ``protocol_error``; a run that ends without
 ``done`` keeps the calls it finished, and its status says why it stopped.
 """
@@ -28,7 +30,7 @@ class RunState:
         self.module_name = module_name
         self.layers: dict[str, str] = {}
         self.calls: list[CallResult] = []
-        self.current: int | None = None       # the call that has begun and not ended
+        self.current: int | None = None       # the call sent to the child and not answered yet
         self.memory_call: int | None = None
         self.import_error: str | None = None
         self.protocol_error: str | None = None
@@ -36,20 +38,32 @@ class RunState:
         self.done = False
         self.timed_out = False
         self.output_exceeded = False
+        self.imported = False
+        self.hung_up = False                  # the result stream reached end of file before the run ended
+        self.cut = False                      # ... in the middle of a frame
+        self.lived_on = False                 # ... and the child was still alive after it (the grader killed it)
+        self._calls: list[bytes] = []
+        self._outbox = bytearray()
+        self._request_fd = -1
+        self._sel: selectors.BaseSelector | None = None
         self.output = {1: bytearray(), 2: bytearray()}
         self._reader = wire.FrameReader()
 
     # -- I/O ------------------------------------------------------------------
 
-    def pump(self, fds: list[int], request: bytes, deadline: float) -> None:
-        """Feed the request and read results and output until the run is
-        over: done, failed, out of time or output, or the child is gone."""
+    def pump(self, fds: list[int], calls: list[bytes], deadline: float) -> None:
+        """Feed the calls and read results and output until the run is
+        over: done, failed, out of time or output, or the child is gone.
+
+        ``calls`` are the ready call frames; each is written only when the
+        child is ready for it (after ``imported``, then after the previous
+        call's result), never before: see ``child._serve``."""
         request_w, result_r, out_r, err_r = fds
         for fd in fds:
             os.set_blocking(fd, False)
-        pending = memoryview(request)
+        self._calls, self._outbox, self._request_fd = calls, bytearray(), request_w
         sel = selectors.DefaultSelector()
-        sel.register(request_w, selectors.EVENT_WRITE, "request")
+        self._sel = sel
         sel.register(result_r, selectors.EVENT_READ, "result")
         sel.register(out_r, selectors.EVENT_READ, 1)
         sel.register(err_r, selectors.EVENT_READ, 2)
@@ -62,21 +76,42 @@ class RunState:
                 # Results first: a frame that arrived with a burst of output still counts.
                 for key, _ in sorted(sel.select(timeout=left), key=lambda ev: ev[0].data != "result"):
                     if key.data == "request":
-                        try:
-                            pending = pending[os.write(request_w, pending):]
-                        except BlockingIOError:
-                            continue
-                        except OSError:  # the child closed its end: it is gone or not listening
-                            pending = pending[:0]
-                        if not pending:
-                            sel.unregister(request_w)
+                        self._write_request()
                     elif key.data == "result":
                         if not self._read_results(result_r):
+                            self.hung_up = True
                             return  # end of file: the child is gone (or closed its end)
                     elif not self._read_output(key.fd, key.data):
                         sel.unregister(key.fd)
         finally:
             sel.close()
+            self._sel = None
+
+    def _queue(self, frame: bytes) -> None:
+        """Send ``frame`` to the child as soon as its pipe takes it."""
+        if not self._outbox and self._sel is not None:
+            self._sel.register(self._request_fd, selectors.EVENT_WRITE, "request")
+        self._outbox += frame
+        self._write_request()
+
+    def _write_request(self) -> None:
+        try:
+            del self._outbox[:os.write(self._request_fd, self._outbox)]
+        except BlockingIOError:
+            return
+        except OSError:  # the child closed its end: it is gone or not listening
+            self._outbox.clear()
+        if not self._outbox and self._sel is not None:
+            self._sel.unregister(self._request_fd)
+
+    def _next_call(self) -> None:
+        """The child is ready for the next call: send it (or the end)."""
+        i = len(self.calls)
+        if i < len(self._calls):
+            self.current = i
+            self._queue(self._calls[i])
+        else:
+            self._queue(wire.frame({"kind": "end"}))
 
     def _read_results(self, fd: int) -> bool:
         try:
@@ -86,6 +121,7 @@ class RunState:
         if not data:
             if self._reader.pending and not self._finished():
                 self.protocol_error = "the result stream was cut in the middle of a frame"
+                self.cut = True  # how the child ended says whose doing it was
             return False
         try:
             for header, payload in self._reader.feed(data):
@@ -149,24 +185,26 @@ class RunState:
                     type(k) is str and type(v) is str for k, v in layers.items()):
                 raise wire.ProtocolError("bad layers report")
             self.layers = {k[:60]: v[:_TEXT_LIMIT] for k, v in layers.items()}
-        elif kind == "import_error" and self.current is None and not self.calls:
+        elif kind == "import_error" and not self.imported:
             self.import_error = _text(header.get("error"), 2000)
-        elif kind == "begin" and self.current is None and i == len(self.calls) and type(i) is int \
-                and i < len(self.probes):
-            self.current = i
+        elif kind == "imported" and not self.imported and self.current is None and not self.calls:
+            self.imported = True
+            self._next_call()
         elif kind == "result" and i == self.current and type(i) is int:
             try:
                 self.calls.append(CallResult(ok=True, value=wire.loads(payload)))
             except wire.ProtocolError as exc:
                 self.calls.append(CallResult(ok=False, error_type="ProtocolError", error=_text(str(exc))))
             self.current = None
+            self._next_call()
         elif kind == "error" and i == self.current and type(i) is int:
             self.calls.append(CallResult(ok=False, error_type=_text(header.get("error_type"), 100),
                                          error=_text(header.get("error"))))
             if header.get("memory") is True and self.memory_call is None:
                 self.memory_call = i
             self.current = None
-        elif kind == "done" and self.current is None and len(self.calls) == len(self.probes):
+            self._next_call()
+        elif kind == "done" and self.imported and self.current is None and len(self.calls) == len(self.probes):
             self.done = True
         elif kind == "fatal":
             self.fatal = _text(header.get("error"))
@@ -175,9 +213,11 @@ class RunState:
 
     # -- verdict --------------------------------------------------------------
 
-    def result(self, wait: dict | None, wall_s: float) -> RunResult:
+    def result(self, wait: dict | None, wall_s: float, oom_kills: int = 0) -> RunResult:
         """The RunResult; ``wait`` is the server's report on the reaped
-        child (exit status, CPU seconds), used only to explain an early end."""
+        child (exit status, CPU seconds; ``{"op": "dead"}`` when the server
+        is gone), used only to explain an early end; ``oom_kills``: how far
+        the kernel's OOM-kill counter moved during the run."""
         status, reason = self._verdict(wait or {})
         text = {k: bytes(v).decode("utf-8", errors="replace") for k, v in self.output.items()}
         cap = self.limits.output_limit_kb * 1024
@@ -185,15 +225,44 @@ class RunState:
             if len(v) >= cap:
                 text[k] += f"\n[output truncated at {self.limits.output_limit_kb} KiB]"
         return RunResult(status=status, calls=self.calls, reason=reason, stdout=text[1], stderr=text[2],
-                         wall_s=wall_s)
+                         wall_s=wall_s, ended_by=self._ended_by(wait, oom_kills))
+
+    def _ended_by(self, wait: dict | None, oom_kills: int) -> str:
+        """Who ended the run (see RunResult): decided from what the grader
+        saw, in order of certainty."""
+        if self.done or self.import_error is not None or self.fatal or (self.protocol_error and not self.cut):
+            return "itself"  # it answered to the end, or its own frames ended it
+        if self.timed_out or self.output_exceeded:
+            return "limit"
+        if wait is None:
+            return "itself"
+        status = wait.get("status")
+        if wait.get("op") != "reaped" or not isinstance(status, int):
+            return "infrastructure"  # the server died (taking the child with it) or lost the child
+        if self.lived_on:
+            return "itself"  # it closed its result stream and lived on: the grader's kill was cleanup
+        if not os.WIFSIGNALED(status) or os.WTERMSIG(status) != signal.SIGKILL:
+            return "limit" if os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGXCPU else "itself"
+        if (wait.get("cpu_s") or 0.0) >= self.limits.cpu_s:
+            return "limit"  # the CPU rlimit's hard SIGKILL
+        if not self.layers:
+            return "outside"  # before its layers report no student code had run
+        if oom_kills > 0:
+            return "oom_killer"
+        # Nobody in the grader sent it. With the seccomp layer a child cannot
+        # SIGKILL itself (see seccomp.py), so someone outside did; without it,
+        # the child may have: not a fault of the machine, as far as anyone can tell.
+        return "outside" if self.layers.get("seccomp") == "active" else "itself"
 
     def _where(self) -> str:
         if self.current is not None:
             return f" during call {self.current + 1} ({self.probes[self.current]})"
         if not self.layers:
             return " while starting"
-        if not self.calls:
+        if not self.imported:
             return f" while importing {self.module_name}.py"
+        if not self.calls:
+            return f" after importing {self.module_name}.py"
         return f" after call {len(self.calls)}"
 
     def _verdict(self, wait: dict) -> tuple[str, str]:
@@ -215,6 +284,8 @@ class RunState:
             return "output_limit", f"printed more than {self.limits.output_limit_kb} KiB{self._where()}"
         if self.fatal:
             return "crashed", f"the sandbox failed{self._where()}: {self.fatal}"
+        if self.lived_on:
+            return "crashed", f"closed its result stream{self._where()} and was ended by the grader"
         if isinstance(status, int) and os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
             if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= self.limits.cpu_s):
@@ -239,3 +310,33 @@ def _signame(sig: int) -> str:
         return signal.Signals(sig).name
     except ValueError:
         return "unknown"
+
+
+def oom_kill_count() -> int:
+    """The kernel's count of OOM kills since boot (``/proc/vmstat``, Linux
+    ≥ 4.13; global and cgroup OOM kills alike); 0 where unreadable."""
+    try:
+        with open("/proc/vmstat", "rb") as f:
+            for line in f:
+                if line.startswith(b"oom_kill "):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def ends_within(pid: int, seconds: float) -> bool:
+    """Whether process ``pid`` (unreaped: the server reaps only when asked)
+    is a zombie within ``seconds``: it has ended, whatever ended it."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return True  # gone (or no /proc to ask): not alive as far as we can see
+        if state in (b"Z", b"X"):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.002)

@@ -66,7 +66,7 @@ def write_all(fd: int, data: bytes) -> None:
 
 
 def read_frame(fd: int, max_payload: int = MAX_FRAME) -> tuple[dict, bytes] | None:
-    """Read one frame from a blocking fd (the child reading its request);
+    """Read one frame from a blocking fd (the child reading its next call);
     None at end of file."""
     prefix = _read_exactly(fd, _PREFIX.size)
     if prefix is None:

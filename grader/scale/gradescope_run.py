@@ -2,12 +2,11 @@
 ``ROOT/results/results.json`` (see :mod:`grader.scale.gradescope`).
 
 The submission may hold the exercise folders, a whole checkout, the
-notebooks, or the bare modules (Gradescope's file upload): a bare module is
-put into its exercise's folder, so the usual ``collect`` finds it."""
+notebooks, or the bare modules (Gradescope's file upload): ``collect``
+finds each (``bare_modules``)."""
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 import tempfile
 import traceback
@@ -23,16 +22,12 @@ from grader.scale.gradescope import results_json
 STUDENT = "submission"
 
 
-def _place_bare_modules(tree: Path, exercises) -> None:
-    for exercise in exercises:
-        bare, folder = tree / exercise.module, tree / exercise.folder
-        if bare.is_file() and not bare.is_symlink() and not folder.exists():
-            folder.mkdir()
-            bare.rename(folder / exercise.module)
-
-
 def grade_submission(root: Path) -> dict:
-    """results.json's content for ``root/submission``."""
+    """results.json's content for ``root/submission``.
+
+    The submission is read in place, following nothing (``collect``): a
+    link, a special file, a damaged zip or notebook gives the exercises
+    the status ``unreadable`` with its reason, never a crash of the run."""
     source = root / "source"
     config = json.loads((source / "gradescope.json").read_text(encoding="utf-8"))
     # Unchecked: the zip leaves out what an exercise run does not need (exams/).
@@ -41,14 +36,10 @@ def grade_submission(root: Path) -> dict:
     limits = Limits(**course.grading.model_dump())
     with tempfile.TemporaryDirectory(prefix="gradescope-") as tmp:
         work = Path(tmp)
-        tree = work / "class" / STUDENT
-        # symlinks=True copies links as links; collect refuses them.
-        shutil.copytree(root / "submission", tree, symlinks=True)
-        _place_bare_modules(tree, exercises)
         with Gradebook(work / "grades.db") as gradebook, Sandbox(limits) as sandbox:
             judge = Judge(course, sandbox, source.resolve())
-            run = grade_class(course, exercises, work / "class", gradebook, judge, work / "work", jobs=2,
-                              root=source.resolve())
+            run = grade_class(course, exercises, work, gradebook, judge, work / "work", jobs=2,
+                              root=source.resolve(), sources={STUDENT: root / "submission"}, bare_modules=True)
             records = [r for r in (gradebook.get(k) for k in run.keys) if r is not None]
     return results_json(course, records, visibility=config.get("visibility", "visible"))
 

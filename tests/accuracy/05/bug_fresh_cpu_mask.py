@@ -1,8 +1,7 @@
 #: expect: loses
-#: fails: [05-to-device]
+#: fails: [05-forward-device, 05-to-device]
 #: hint: [mask-cpu-loop, mask-not-buffer]
 #: about: builds a fresh CPU mask in forward and leaves the registered buffer unused
-#: known_issue: "14: 05-to-device moves the module but never runs forward off the CPU"
 """Exercise 05, a submission: causal self-attention with dropout."""
 import torch
 from torch import nn

@@ -1,5 +1,4 @@
 #: expect: full
-#: known_issue: "14: the fixed-dropout probe patches nn.functional.dropout, which a name imported with from-import never sees"
 #: about: from torch.nn.functional import dropout, softmax; dropout(weights, p, training=self.training)
 import math
 

@@ -1,6 +1,5 @@
 #: expect: loses
 #: about: attn is only created by the first forward: AttributeError before it, where the contract says None
-#: known_issue: "14: nothing checks that attn exists (None) right after __init__"
 """Exercise 08, a submission: the Transformer's building blocks."""
 import math
 

@@ -2,7 +2,6 @@
 #: fails: [11-forward-logits, 11-padding]
 #: about: the source padding mask is (b, n, 1): it blocks padded queries instead of padded keys
 #: not_hint: [mask-cpu-loop]
-#: known_issue: "14: a shape error on the meta device is reported as a tensor created on another device, with mask-cpu-loop"
 """Exercise 11, a submission: the encoder-decoder Transformer."""
 import math
 

@@ -1,5 +1,4 @@
 #: expect: full
-#: known_issue: "14: 11-encode-decode/embedding-input watch model.encoder/decoder with pre-hooks, which never fire when encode/decode loop over the layers"
 #: about: encode/decode loop over self.encoder.layers / self.decoder.layers instead of calling the stacks (same function)
 import math
 
