@@ -140,7 +140,10 @@ def git_commit_time(folder: Path) -> datetime:
     no global or system configuration is read."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "GIT_CONFIG_NOSYSTEM": "1",
            "GIT_CONFIG_GLOBAL": os.devnull, "GIT_TERMINAL_PROMPT": "0", "HOME": os.devnull}
+    # The student's .git/config is read by git: every key that could start a program in `git log`
+    # (hooks, pager, fsmonitor, signature checks through gpg.program) is overridden here.
     command = ["git", "--no-pager", "-c", f"core.hooksPath={os.devnull}", "-c", "core.fsmonitor=false",
+               "-c", "log.showSignature=false", "-c", "gpg.program=false",
                "-c", f"safe.directory={folder}", "-C", str(folder), "log", "-1", "--no-show-signature",
                "--format=%cI"]
     try:

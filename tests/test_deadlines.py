@@ -113,7 +113,9 @@ def test_a_git_checkout_gives_its_commit_date_and_runs_no_hook(tmp_path):
     for name in ("post-checkout", "reference-transaction", "pre-auto-gc"):
         (hooks / name).write_text(f"#!/bin/sh\ntouch {marker}\n")
         (hooks / name).chmod(0o755)
-    subprocess.run(["git", "-C", str(folder), "config", "core.pager", f"touch {marker}"], check=True)
+    for key, value in (("core.pager", f"touch {marker}"), ("log.showSignature", "true"),
+                       ("gpg.program", str(hooks / "post-checkout"))):
+        subprocess.run(["git", "-C", str(folder), "config", key, value], check=True)
     when, source, problem = submission_time(folder, "cy", _assignment(), HomeworkTimes())
     assert (when, source, problem) == (datetime(2026, 3, 20, 18, tzinfo=timezone.utc), "git", "")
     assert not marker.exists()
