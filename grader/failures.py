@@ -76,6 +76,28 @@ def first_failure(check: Check, calls: slice, run: RunResult, expected: RunResul
     return None
 
 
+def check_failure(check: Check, calls: slice, run: RunResult, expected: RunResult, source: bytes | None,
+                  limits: object | None = None, inputs: Sequence[ProbeCall] = ()) -> Failure | None:
+    """:func:`first_failure`, then the check's rule on the submitted bytes
+    (read by the grader, never by the student's process)."""
+    failure = first_failure(check, calls, run, expected, limits, inputs)
+    if failure is None and check.source_rule is not None and source is not None:
+        if (reason := check.source_rule(source)) is not None:
+            return Failure("source rule", reason)
+    return failure
+
+
+# Wrong numbers and NaN are one kind of failure for a signature: a variant
+# that overflows to NaN and a submission whose large-score values are merely
+# off both compute the values wrongly on the same check.
+_VALUE_KINDS = ("wrong values", "NaN")
+
+
+def same_signature(theirs: str, mine: str) -> bool:
+    """Two failure kinds of one check point to the same mistake."""
+    return theirs == mine or (theirs.startswith(_VALUE_KINDS) and mine.startswith(_VALUE_KINDS))
+
+
 def _safely(describe, *args) -> str | None:
     """A shape description, or None: plain data of any form comes back from
     the sandbox, and describing it must never take the grader down."""

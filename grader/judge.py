@@ -30,7 +30,8 @@ from pathlib import Path
 
 from grader.checks import Check, CheckPlan, checks_for, figures_for, pick
 from grader.course import REPO_ROOT, Course, Exercise, Text
-from grader.failures import DETAIL_LIMIT, NOT_RUN, Failure, disagrees, fails_alike, first_failure
+from grader.failures import (DETAIL_LIMIT, NOT_RUN, Failure, check_failure, disagrees, fails_alike, first_failure,
+                             same_signature)
 from grader.feedback import Phrase, both, missing_names, run_cause, source_problem
 from grader.pitfalls import load_variants
 from grader.sandbox import CallResult, RunResult, Sandbox
@@ -218,6 +219,8 @@ class Judge:
                         for c in plan.checks]
             return ExerciseResult(exercise.id, "not_submitted", "", verdicts, exercise.points)
         expected = self.expected(exercise, workdir)
+        # Read before the run: source rules judge the bytes as collected.
+        source = _read_source(folder / exercise.module)
         run = self.sandbox.run(folder, exercise.module_name, plan.calls)
         if run.from_outside:
             # Ended by the OOM killer, an operator's kill -9 or the sandbox's own
@@ -226,21 +229,23 @@ class Judge:
             # Once: a submission ended again keeps that result.
             run = self.sandbox.run(folder, exercise.module_name, plan.calls)
         limits = getattr(self.sandbox, "limits", None)
-        source = _read_source(folder / exercise.module)
         verdicts: list[Verdict] = []
-        passed: set[str] = set()
         detail = " ".join(run.reason.split())[:DETAIL_LIMIT] if run.status != "ok" else ""
         missing = self._missing_names(exercise, source)
+        failures = {check.id: check_failure(check, plan.slices[check.id], run, expected, source, limits, plan.calls)
+                    for check in plan.checks}
+        # A check counts when it passes and so does every check it requires
+        # (in any order: the requirement is that behaviour, not its points).
+        passed = {check_id for check_id, failure in failures.items() if failure is None}
         for check in plan.checks:
             calls = plan.slices[check.id]
-            failure = first_failure(check, calls, run, expected, limits, plan.calls)
+            failure = failures[check.id]
             unmet = [r for r in check.requires if r not in passed]
             if failure is None and unmet:
                 verdicts.append(Verdict(check.id, False, 0.0, points[check.id], check.message,
                                         f"counts once {', '.join(unmet)} passes", kind="requires"))
                 continue
             if failure is None:
-                passed.add(check.id)
                 verdicts.append(Verdict(check.id, True, points[check.id], points[check.id], check.message))
                 continue
             if failure.kind == "raised AttributeError" and missing:
@@ -287,7 +292,7 @@ class Judge:
                     possible.append(pitfall_id)
                 continue
             theirs = first_failure(check, calls, variant, expected)
-            if theirs is not None and theirs.kind == failure.kind:
+            if theirs is not None and same_signature(theirs.kind, failure.kind):
                 possible.append(pitfall_id)
         return confirmed, possible
 

@@ -22,7 +22,8 @@ cd "$(dirname "$0")/.."
 # `grader exam grade`.
 TESTS=(tests/test_sandbox.py tests/test_sandbox_redteam.py tests/test_sandbox_trust.py
        tests/test_sandbox_seccomp.py tests/redteam
-       tests/hardening/test_exam_hostile.py tests/hardening/test_exam_class_run.py)
+       tests/hardening/test_hostile_notebooks.py tests/hardening/test_exam_hostile.py
+       tests/hardening/test_exam_class_run.py)
 
 if [ "$(id -u)" -ne 0 ]; then
     exec "${PYTHON:-.venv/bin/python}" -m pytest -p no:cacheprovider -ra "${TESTS[@]}" "$@"

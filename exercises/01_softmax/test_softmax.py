@@ -3,6 +3,7 @@ import pytest
 import torch
 
 from coursekit import expect
+from coursekit.probes.dispatch import FUSED_ATTENTION, SOFTMAX, all_ops, forbidden_kernels, recorded
 from coursekit.probes.softmax import softmax_gradient, softmax_output
 
 NEG_INF = float("-inf")
@@ -100,3 +101,12 @@ def test_fully_blocked_row_has_finite_gradient(student):
 def test_uses_no_builtin_softmax(student):
     softmax_output(student, torch.zeros(3))  # a stub has nothing to inspect yet
     expect.no_forbidden_calls(student, advice="write it with exp and sum")
+    # The grader's rule: the operators your softmax runs are recorded, and no
+    # softmax kernel may be among them, whatever name reached it.
+    gen = torch.Generator().manual_seed(6)
+    x, upstream = torch.randn(3, 5, generator=gen), torch.randn(3, 5, generator=gen)
+    ran = [*(all_ops(recorded(student, "coursekit.probes.softmax:softmax_output", [{"x": x}, {"x": x, "dim": 0}])) or []),
+           *(all_ops(recorded(student, "coursekit.probes.softmax:softmax_gradient", [{"x": x, "upstream": upstream}])) or [])]
+    kernels = forbidden_kernels(ran, [SOFTMAX, FUSED_ATTENTION])
+    expect.that(not kernels, what="the PyTorch kernels your softmax ran",
+                expected="no built-in softmax kernel: write it with exp and sum", actual=", ".join(kernels))

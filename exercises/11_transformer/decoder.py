@@ -29,8 +29,8 @@ class DecoderLayer(nn.Module):
         # Sublayer 1: each target position sees itself and earlier positions.
         x = self.norm1(x + self.dropout(self.self_attn(x, x, x, tgt_mask)))
         # Sublayer 2: queries from the decoder, keys and values from the
-        # encoder, so the output keeps the decoder's length n_tgt. (Seed 003's
-        # figure lists the inputs as V, K, Q: easy to read backwards.)
+        # encoder, so the output keeps the decoder's length n_tgt. (Figures that
+        # list the inputs as V, K, Q are easy to read backwards.)
         x = self.norm2(x + self.dropout(self.cross_attn(x, memory, memory, memory_mask)))  # (b, n_tgt, d_model)
         # Sublayer 3: the position-wise feed-forward network.
         return self.norm3(x + self.dropout(self.feed_forward(x)))  # (b, n_tgt, d_model)

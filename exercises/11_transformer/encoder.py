@@ -14,7 +14,7 @@ class EncoderLayer(nn.Module):
         self.self_attn = MultiHeadedAttention(d_model, num_heads, dropout)
         self.feed_forward = PositionwiseFeedForward(d_model, d_ff, dropout)
         # One LayerNorm per sublayer: each learns its own scale and shift.
-        # (Seed 003 reuses a single self.norm for both.)
+        # (A tutorial version reuses one self.norm for both: pitfall shared-layernorm.)
         self.norm1 = nn.LayerNorm(d_model)
         self.norm2 = nn.LayerNorm(d_model)
         # Dropout has no parameters, so one module serves both sublayers.

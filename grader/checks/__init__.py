@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import torch
@@ -50,10 +50,16 @@ class Check:
     weight: float = 1.0
     pitfalls: tuple[str, ...] = ()
     seed: int = 0
-    # Checks that must pass for this one to count: a static check ("no
-    # built-in softmax") means nothing for code that does not work yet, and
-    # an untouched stub must score zero.
+    # Checks that must pass for this one to count (in any order; what is
+    # required is that behaviour, not its points): a static check ("no
+    # built-in softmax") means nothing for code that does not work yet, an
+    # untouched stub must score zero, and decoding, devices, dropout or
+    # structure pay only when the exercise's core behaviour works.
     requires: tuple[str, ...] = ()
+    # A rule on the submitted bytes, judged in the grader's process (never
+    # in the student's): None when they pass, else a fixed reason. The
+    # check fails when either its calls or this rule fail.
+    source_rule: Callable[[bytes], str | None] | None = None
     # Exams: builds the calls with the variant's sizes. Checks without one
     # still get the variant's seed in an exam: other random inputs per student.
     variant_calls: VariantCallBuilder | None = None
@@ -66,6 +72,17 @@ class Check:
         if self.variant_calls is not None:
             return self.variant_calls(gen, variant.sizes)
         return self.calls(gen)
+
+
+def requiring(checks: list[Check], requires: Mapping[str, tuple[str, ...]]) -> list[Check]:
+    """``checks`` with ``requires[check.id]`` added to each check's own
+    requirements: a checks module declares in one place which checks pay
+    only when its core behaviour works (structure, devices, dropout, errors
+    raised: each can be got right by code that does not do the work)."""
+    named = set(requires).union(*requires.values())
+    if unknown := named - {c.id for c in checks}:
+        raise ValueError(f"requirements name unknown checks: {sorted(unknown)}")
+    return [replace(c, requires=(*c.requires, *requires.get(c.id, ()))) for c in checks]
 
 
 def text(en: str, zh: str) -> Text:
@@ -234,26 +251,6 @@ def pick(value: object, path: Sequence[str | int]) -> object:
     return value
 
 
-def no_forbidden_calls(exercise_id: str, *, requires: tuple[str, ...], weight: float = 0.5) -> Check:
-    """The exercise's module uses none of the names its ``forbidden`` list in
-    course.yaml names (static: attribute accesses and from-imports)."""
-    from grader.course import load_course
-
-    def calls(gen: torch.Generator) -> list[ProbeCall]:
-        names = load_course(check_files=False).exercise(exercise_id).forbidden
-        return [ProbeCall("coursekit.probes.source:forbidden_uses", {"names": list(names)})]
-
-    return Check(
-        id=f"{exercise_id}-no-forbidden-calls",
-        weight=weight,
-        message=text("uses none of the built-ins this exercise asks you to write yourself",
-                     "没有使用本练习要求你亲自实现的内置函数"),
-        calls=calls,
-        compare=plain_equal(reason="uses a forbidden built-in (see the exercise README)"),
-        requires=requires,
-    )
-
-
 @dataclass(frozen=True)
 class Figure:
     """A picture for the student's feedback page, never scored: one probe
@@ -310,3 +307,7 @@ class CheckPlan:
             plan.figures[figure.name] = (figure, len(plan.calls))
             plan.calls.append(figure.call)
         return plan
+
+
+# Last: it builds on Check.
+from grader.checks.forbidden import FUSED_ATTENTION, no_forbidden_calls, observing  # noqa: E402,F401

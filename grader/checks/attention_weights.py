@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from grader.checks import FUSED_ATTENTION, observing
 from grader.checks import Check, all_of, no_forbidden_calls, plain_equal, tensors_close, text
 from grader.sandbox import ProbeCall
 
@@ -175,5 +176,9 @@ CHECKS = [
         compare=all_of(plain_equal("input_unchanged", reason="modified its input"), OUTPUT),
         seed=29,
     ),
-    no_forbidden_calls("02", requires=("02-context-unbatched",)),
+    no_forbidden_calls("02", requires=("02-context-unbatched",), kernels=("fused attention",)),
 ]
+
+# The exercise forbids scaled_dot_product_attention: every call is recorded,
+# and one that runs a fused attention kernel fails its check.
+CHECKS = observing(CHECKS, (FUSED_ATTENTION,))

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import torch
 
 from coursekit.probes import causal_attention as probe
+from grader.checks import FUSED_ATTENTION, observing, requiring
 from grader.checks import Check, Compare, all_of, no_forbidden_calls, plain_equal, tensors_close, text
 from grader.checks.devices import device_check, placement_call
 from grader.sandbox import ProbeCall
@@ -413,5 +414,17 @@ CHECKS = [
         compare=all_of(tensors_close("input_grad"), _each_close("parameter_grads")),
         seed=11,
     ),
-    no_forbidden_calls("05", requires=("05-full-length",)),
+    no_forbidden_calls("05", requires=("05-full-length",), kernels=("fused attention",)),
 ]
+
+# Errors raised, the mask buffer and devices count only once the module computes its output.
+CHECKS = requiring(CHECKS, {
+    "05-forward-device": ("05-full-length",),
+    "05-too-long-raises": ("05-full-length",),
+    "05-mask-buffer": ("05-full-length",),
+    "05-to-device": ("05-full-length",),
+})
+
+# The exercise forbids scaled_dot_product_attention: every call is recorded,
+# and one that runs a fused attention kernel fails its check.
+CHECKS = observing(CHECKS, (FUSED_ATTENTION,))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 from coursekit.probes import torch_oracles as oracles
+from grader.checks import requiring
 from grader.checks import Check, all_of, no_forbidden_calls, plain_equal, text
 from grader.checks.stacks import (
     BEHAVIOUR_SAME,
@@ -313,3 +314,12 @@ CHECKS = [
                  seed=1017),
     no_forbidden_calls("10", requires=("10-layer-behaviour",)),
 ]
+
+# Behaviour facts and registered structure count only once the layer and the stack compute their outputs.
+CHECKS = requiring(CHECKS, {
+    "10-device": ("10-decoder-stack",),
+    "10-layer-behaviour": ("10-layer-no-mask",),
+    "10-layer-parameters": ("10-layer-no-mask",),
+    "10-decoder-registered": ("10-decoder-stack",),
+    "10-decoder-behaviour": ("10-decoder-stack",),
+})

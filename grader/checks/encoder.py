@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from coursekit.probes import torch_oracles as oracles
+from grader.checks import requiring
 from grader.checks import Check, all_of, no_forbidden_calls, plain_equal, text
 from grader.checks.stacks import (
     BEHAVIOUR_SAME,
@@ -282,3 +283,12 @@ CHECKS = [
                  seed=916),
     no_forbidden_calls("09", requires=("09-layer-behaviour",)),
 ]
+
+# Behaviour facts and registered structure count only once the layer and the stack compute their outputs.
+CHECKS = requiring(CHECKS, {
+    "09-device": ("09-encoder-stack",),
+    "09-layer-behaviour": ("09-layer-no-mask",),
+    "09-layer-parameters": ("09-layer-no-mask",),
+    "09-encoder-registered": ("09-encoder-stack",),
+    "09-encoder-behaviour": ("09-encoder-stack",),
+})

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from grader.checks import FUSED_ATTENTION, observing, requiring
 from grader.checks import Check, Compare, Figure, all_of, no_forbidden_calls, plain_equal, tensors_close, text
 from grader.sandbox import ProbeCall
 
@@ -343,7 +344,7 @@ CHECKS = [
         compare=all_of(plain_equal("inputs_unchanged", reason="modified its inputs"), _attention_close()),
         seed=13,
     ),
-    no_forbidden_calls("03", requires=("03-random-shapes",)),
+    no_forbidden_calls("03", requires=("03-random-shapes",), kernels=("fused attention",)),
 ]
 
 
@@ -367,3 +368,12 @@ FIGURES = [
         path=("weights",),
     ),
 ]
+
+# Masks made on the right device count only once the masks are right.
+CHECKS = requiring(CHECKS, {
+    "03-mask-devices": ("03-causal-mask", "03-padding-mask"),
+})
+
+# The exercise forbids scaled_dot_product_attention: every call is recorded,
+# and one that runs a fused attention kernel fails its check.
+CHECKS = observing(CHECKS, (FUSED_ATTENTION,))

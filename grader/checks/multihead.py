@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from coursekit.probes.multihead import random_weights
+from grader.checks import FUSED_ATTENTION, observing, requiring
 from grader.checks import (CallBuilder, Check, Compare, pick, all_of, no_forbidden_calls, plain_equal,
                            tensors_close, text)
 from grader.checks.devices import device_check, placement_call
@@ -414,5 +415,20 @@ CHECKS = [
            _large_scores, _forward_compare(atol=1e-4, rtol=1e-3), "softmax-overflow"),
     device_check("06-mha-device", _placements, owner="MultiHeadAttention (and the wrapper)",
                  pitfalls=("mask-cpu-loop", "mask-not-buffer"), seed=30),
-    no_forbidden_calls("06", requires=("06-mha-values",)),
+    no_forbidden_calls("06", requires=("06-mha-values",), kernels=("fused attention",)),
 ]
+
+# Round trips, errors raised and registered state count only once the functions and modules they are about work.
+CHECKS = requiring(CHECKS, {
+    "06-mha-device": ("06-mha-values",),
+    "06-round-trips": ("06-split-heads", "06-merge-heads"),
+    "06-split-heads-indivisible": ("06-split-heads",),
+    "06-wrapper-state": ("06-wrapper-values",),
+    "06-mha-divisibility": ("06-mha-values",),
+    "06-mha-state": ("06-mha-values",),
+    "06-mha-longer-inputs": ("06-mha-values",),
+})
+
+# The exercise forbids scaled_dot_product_attention: every call is recorded,
+# and one that runs a fused attention kernel fails its check.
+CHECKS = observing(CHECKS, (FUSED_ATTENTION,))

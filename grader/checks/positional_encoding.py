@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import torch
 
+from grader.checks import requiring
 from grader.checks import Check, Compare, Figure, all_of, deep_close, error_type_equal, facts_equal, tensors_close, text
 from grader.sandbox import ProbeCall
 
@@ -260,3 +261,11 @@ FIGURES = [
         call=ProbeCall("coursekit.probes.positional_encoding:table", {"max_len": 50, "d_model": 32}),
     ),
 ]
+
+# Buffers, devices and errors count only once the module and the shift they are about work.
+CHECKS = requiring(CHECKS, {
+    "07-pe-buffer": ("07-forward",),
+    "07-moves-with-module": ("07-forward",),
+    "07-too-long": ("07-forward",),
+    "07-relative-shift-odd": ("07-relative-shift",),
+})

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 
+from grader.checks import FUSED_ATTENTION, observing, requiring
 from grader.checks import Check, Compare, all_of, no_forbidden_calls, plain_equal, tensor_dicts_close, tensors_close, text
 from grader.sandbox import ProbeCall
 
@@ -214,5 +215,15 @@ CHECKS = [
                        tensors_close("first"), tensors_close("second")),
         seed=48,
     ),
-    no_forbidden_calls("04", requires=("04-unbatched",)),
+    no_forbidden_calls("04", requires=("04-unbatched",), kernels=("fused attention",)),
 ]
+
+# Registered structure counts only once the module computes its output.
+CHECKS = requiring(CHECKS, {
+    "04-structure": ("04-unbatched",),
+    "04-state-dict": ("04-unbatched",),
+})
+
+# The exercise forbids scaled_dot_product_attention: every call is recorded,
+# and one that runs a fused attention kernel fails its check.
+CHECKS = observing(CHECKS, (FUSED_ATTENTION,))

@@ -2,11 +2,17 @@
 import torch
 
 from grader.checks import Check, all_of, no_forbidden_calls, plain_equal, tensors_close, text
+from grader.checks.forbidden import FUSED_ATTENTION, SOFTMAX, observing
 from grader.sandbox import ProbeCall
 
 OUTPUT = "coursekit.probes.softmax:softmax_output"
 GRADIENT = "coursekit.probes.softmax:softmax_gradient"
 NEG_INF = float("-inf")
+# Writing softmax is the exercise: code that runs a built-in softmax kernel
+# (or names one) earns nothing, whatever else it gets right. Every call is
+# recorded, so no call can run one unseen.
+NO_BUILTIN = "01-no-forbidden-calls"
+KERNELS = (SOFTMAX, FUSED_ATTENTION)
 
 
 def _random_shape(gen: torch.Generator) -> tuple[int, ...]:
@@ -55,6 +61,7 @@ def _gradients(gen, count):
 CHECKS = [
     Check(
         id="01-random-shapes",
+        requires=(NO_BUILTIN,),
         weight=3,
         message=text("softmax(x, dim) on random inputs of 1 to 4 dimensions, every dim",
                      "在 1 到 4 维的随机输入上、沿每个维度计算 softmax(x, dim)"),
@@ -64,6 +71,7 @@ CHECKS = [
     ),
     Check(
         id="01-float64",
+        requires=(NO_BUILTIN,),
         message=text("float64 inputs keep their dtype and precision", "float64 输入保持其 dtype 与精度"),
         calls=lambda gen: _random_cases(gen, 6, dtype=torch.float64),
         compare=tensors_close("output", atol=1e-10, rtol=1e-9),
@@ -71,6 +79,7 @@ CHECKS = [
     ),
     Check(
         id="01-large-scores",
+        requires=(NO_BUILTIN,),
         weight=2,
         message=text("large scores (hundreds to thousands) do not overflow", "很大的分数（数百到数千）不会溢出"),
         calls=lambda gen: _random_cases(gen, 8, scale=800.0),
@@ -80,6 +89,7 @@ CHECKS = [
     ),
     Check(
         id="01-blocked-entries",
+        requires=(NO_BUILTIN,),
         message=text("-inf entries get exactly zero weight", "-inf 元素的权重恰好为 0"),
         calls=lambda gen: _with_blocked(gen, 8, fully_blocked=False),
         compare=tensors_close("output"),
@@ -87,6 +97,7 @@ CHECKS = [
     ),
     Check(
         id="01-fully-blocked-rows",
+        requires=(NO_BUILTIN,),
         weight=2,
         message=text("rows that are entirely -inf give zeros, not NaN", "整行为 -inf 时输出全 0，而不是 NaN"),
         calls=lambda gen: _with_blocked(gen, 8, fully_blocked=True),
@@ -96,6 +107,7 @@ CHECKS = [
     ),
     Check(
         id="01-gradient",
+        requires=(NO_BUILTIN,),
         message=text("the gradient, including through fully blocked rows", "梯度（包括整行被遮蔽的行）"),
         calls=lambda gen: _gradients(gen, 6),
         compare=tensors_close(),
@@ -104,11 +116,13 @@ CHECKS = [
     ),
     Check(
         id="01-input-unchanged",
+        requires=(NO_BUILTIN,),
         weight=0.5,
         message=text("the input tensor is not modified", "不修改输入张量"),
         calls=lambda gen: _random_cases(gen, 4),
         compare=all_of(plain_equal("input_unchanged", reason="modified its input"), tensors_close("output")),
         seed=6,
     ),
-    no_forbidden_calls("01", requires=("01-random-shapes",)),
+    no_forbidden_calls("01", requires=("01-random-shapes",), kernels=KERNELS),
 ]
+CHECKS = observing(CHECKS, KERNELS)

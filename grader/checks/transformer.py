@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import torch
 
+from grader.checks import requiring
 from grader.checks import Check, Compare, all_of, no_forbidden_calls, plain_equal, tensors_close, text
 from grader.checks.devices import device_check, placement_call
 from grader.sandbox import ProbeCall
@@ -367,3 +368,13 @@ CHECKS = [
     ),
     no_forbidden_calls("11", requires=("11-forward-logits",)),
 ]
+
+# A model without a working forward earns nothing from decoding, training, devices, dropout or structure:
+# each of those can be got right by code that is no Transformer (logits that copy by position).
+CHECKS = requiring(CHECKS, {
+    "11-greedy-decode": ("11-forward-logits",),
+    "11-dropout-modes": ("11-forward-logits",),
+    "11-device": ("11-forward-logits",),
+    "11-structure": ("11-forward-logits",),
+    "11-copy-task": ("11-forward-logits",),
+})

@@ -10,6 +10,7 @@ import torch
 
 from coursekit.probes.layers import (add_norm_parameter_shapes, attention_parameter_shapes,
                                      feed_forward_parameter_shapes, random_weights)
+from grader.checks import FUSED_ATTENTION, observing, requiring
 from grader.checks import Check, Compare, all_of, no_forbidden_calls, text
 from grader.checks import deep_close, error_type_equal, facts_equal
 from grader.checks.devices import device_check, placement_call
@@ -368,5 +369,16 @@ CHECKS = [
           compare=facts_equal("attn", reason="attn does not exist, or is not None, before the first forward "
                               "(set self.attn = None in __init__)"), seed=14),
     device_check("08-device", _placements, owner="MultiHeadedAttention", pitfalls=("mask-cpu-loop",), seed=15),
-    no_forbidden_calls("08", requires=("08-self-attention",)),
+    no_forbidden_calls("08", requires=("08-self-attention",), kernels=("fused attention",)),
 ]
+
+# Parameters and the constructor's error count only once attention computes its output.
+CHECKS = requiring(CHECKS, {
+    "08-device": ("08-self-attention",),
+    "08-parameters": ("08-self-attention",),
+    "08-heads-divide": ("08-self-attention",),
+})
+
+# The exercise forbids scaled_dot_product_attention: every call is recorded,
+# and one that runs a fused attention kernel fails its check.
+CHECKS = observing(CHECKS, (FUSED_ATTENTION,))

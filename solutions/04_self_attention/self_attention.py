@@ -4,7 +4,7 @@ from torch import nn
 
 
 class SelfAttention(nn.Module):
-    """Single-head scaled dot-product self-attention (seed 001, SelfAttention_v2)."""
+    """Single-head scaled dot-product self-attention (LLMs from scratch's SelfAttention_v2)."""
 
     def __init__(self, d_in: int, d_out: int, qkv_bias: bool = False):
         # nn.Module sets up its registries of parameters and sub-modules here;

@@ -68,7 +68,7 @@ class MultiHeadAttention(nn.Module):
         self.W_query = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_key = nn.Linear(d_in, d_out, bias=qkv_bias)
         self.W_value = nn.Linear(d_in, d_out, bias=qkv_bias)
-        # Mixes what the heads found. It always has a bias (seed 001 does the
+        # Mixes what the heads found. It always has a bias (LLMs from scratch does the
         # same; so does nn.MultiheadAttention with its default bias=True).
         self.out_proj = nn.Linear(d_out, d_out)
         self.dropout = nn.Dropout(dropout)

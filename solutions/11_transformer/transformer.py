@@ -49,7 +49,7 @@ class Transformer(nn.Module):
     def _embed(self, embedding: nn.Embedding, tokens: torch.Tensor) -> torch.Tensor:
         # The paper scales embeddings by sqrt(d_model): with the N(0, 1/d_model)
         # init of __init__ that gives entries of size about 1, the size of the
-        # positional encoding's (seed 003 leaves the factor out). The encoding
+        # positional encoding's (a tutorial version leaves the factor out). The encoding
         # module returns x + PE already: use its output as it is.
         return self.pos_encoding(embedding(tokens) * math.sqrt(self.d_model))  # (b, n, d_model)
 

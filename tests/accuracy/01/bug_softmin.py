@@ -1,6 +1,5 @@
 #: expect: loses
 #: fails: [01-no-forbidden-calls]
-#: known_issue: "14: the forbidden-call check matches names only, and softmin is not on 01's list"
 #: about: returns F.softmin(-x), a built-in softmax under another name, which the README forbids
 import torch
 import torch.nn.functional as F

@@ -1,6 +1,5 @@
 #: expect: loses
 #: fails: [07-pe-buffer]
-#: hint: [mask-not-buffer]
 #: about: the table as a frozen nn.Parameter instead of a buffer
 """Exercise 07, a submission: sinusoidal positional encoding."""
 import math

@@ -1,0 +1,177 @@
+"""Which ATen operators a student's code actually runs.
+
+A rule such as "write softmax yourself" cannot be checked by reading names
+in the source: a name can be computed at run time (``getattr(torch, "soft" +
+"max")``), reached through an alias (``torch._C._special.special_softmax``,
+``torch.ops.aten._softmax``) or hidden from the reader. Whatever name the
+code uses, the work ends in a kernel of the dispatcher, and that is what
+this module records, with two observers that see different layers:
+
+- a :class:`TorchDispatchMode`: the operators that reach the Python
+  dispatch key, after composite operators are decomposed
+  (``aten::softmax`` shows as ``aten::_softmax``);
+- the autograd profiler (legacy, CPU): the dispatcher's own ``RecordFunction`` hooks,
+  which see every operator by its schema name (composite ones included),
+  backward kernels, and calls made with Python dispatch switched off
+  (``torch._C._DisableTorchDispatch``).
+
+The probe returns the recorded names as plain data. The verdict ("a built-in
+softmax kernel ran") is :func:`forbidden_kernels`, computed by the caller:
+the grader in its own process, a public test in the student's.
+"""
+from __future__ import annotations
+
+import importlib
+import re
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager, nullcontext
+from types import ModuleType
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+# Bound when the probe library is imported, before the student's module is:
+# rebinding the names on torch afterwards does not reach these. The legacy
+# profiler's own switches: the profiler context manager of this torch build
+# prints two lines on stderr per session, which would eat into the run's
+# output budget.
+_ENABLE = torch.autograd._enable_profiler_legacy
+_DISABLE = torch.autograd._disable_profiler_legacy
+_CPU_ONLY = torch.autograd.ProfilerConfig(torch.autograd.ProfilerState.CPU, False, False, False, False, False,
+                                          torch._C._profiler._ExperimentalConfig())
+_MODE_BASE = TorchDispatchMode
+_PROBE_NAME = re.compile(r"^coursekit\.probes(\.[A-Za-z_][A-Za-z0-9_]*)+:[A-Za-z_][A-Za-z0-9_]*$")
+
+# Kernel families a rule can forbid, matched against the operator's base
+# name (``aten::_softmax.default`` -> ``_softmax``).
+SOFTMAX = "softmax"
+FUSED_ATTENTION = "fused attention"
+_FAMILIES = {
+    # softmax, _softmax, log_softmax, _log_softmax, _safe_softmax,
+    # special_softmax, _masked_softmax, their backward kernels, sparse ones.
+    SOFTMAX: re.compile(r"softmax"),
+    # scaled_dot_product_attention and every kernel behind it, the SDP
+    # backend choice, and the fused multi-head / encoder-layer fast paths.
+    FUSED_ATTENTION: re.compile(
+        r"scaled_dot_product|_fused_sdp|flash_attention|efficient_attention|cudnn_attention"
+        r"|multi_head_attention|_transformer_encoder_layer|scaled_dot_attention"),
+}
+
+
+def base_name(op: str) -> str:
+    """``aten::_softmax.default`` / ``aten._softmax.default`` -> ``_softmax``."""
+    name = op.split("::", 1)[1] if "::" in op else op.split(".", 1)[-1] if op.startswith("aten.") else op
+    return name.split(".", 1)[0]
+
+
+def forbidden_kernels(ops: Iterable[str], families: Iterable[str]) -> list[str]:
+    """The recorded operators (schema names) that belong to one of
+    ``families`` (:data:`SOFTMAX`, :data:`FUSED_ATTENTION`), sorted."""
+    patterns = [_FAMILIES[family] for family in families]
+    return sorted({op for op in ops if any(p.search(base_name(op)) for p in patterns)})
+
+
+class _Recorder(_MODE_BASE):
+    """Records the schema name of each operator that reaches Python dispatch."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: set[str] = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.add(func._schema.name)
+        return func(*args, **(kwargs or {}))
+
+
+@contextmanager
+def recording(python_dispatch: bool = True) -> Iterator[dict[str, list[str]]]:
+    """Record the ATen operators run inside the block. The dict it yields is
+    filled on exit: ``{"dispatch": [...], "profiler": [...]}``, each a sorted
+    list of schema names (``aten::exp``); without ``python_dispatch``, the
+    profiler's alone (it sees all the mode sees, at a fraction of the cost:
+    the mode runs Python for every operator). Only the ``aten`` namespace is
+    kept: names of the student's own autograd functions or profiler labels
+    are theirs to choose and prove nothing."""
+    found: dict[str, list[str]] = {"profiler": []}
+    recorder = _Recorder() if python_dispatch else nullcontext()
+    _ENABLE(_CPU_ONLY)
+    events: list = []
+    try:
+        with recorder:
+            yield found
+    finally:
+        events = _DISABLE()
+    if python_dispatch:
+        found["dispatch"] = sorted(op for op in recorder.ops if op.startswith("aten::"))
+    found["profiler"] = sorted({e.name() for thread in events for e in thread if e.name().startswith("aten::")})
+
+
+def _resolve(probe: str):
+    """Another probe of this library, by its ``module:function`` name."""
+    if not _PROBE_NAME.match(probe):
+        raise ValueError("not a probe of coursekit.probes")
+    module_name, _, function = probe.partition(":")
+    return getattr(importlib.import_module(module_name), function)
+
+
+def recorded(module: ModuleType, probe: str, cases: list[dict]) -> dict:
+    """Run ``probe`` (another probe of this library) on ``module`` once per
+    kwargs in ``cases``, all under one :func:`recording`; return what was
+    recorded, and how many cases raised (``"raised"``). A case that raises
+    does not stop the others: what is judged here is which kernels ran, and
+    another check judges the errors. A stub's NotImplementedError
+    propagates: a stub has run nothing worth recording."""
+    inner = _resolve(probe)
+    raised = 0
+    with recording() as found:
+        for kwargs in cases:
+            try:
+                inner(module, **kwargs)
+            except NotImplementedError:
+                raise
+            except Exception:  # noqa: BLE001 - counted; the kernels it ran are recorded
+                raised += 1
+    return {**found, "raised": raised}
+
+
+def canary(module: ModuleType) -> None:
+    """Run a built-in softmax and a fused attention on fixed inputs,
+    ignoring ``module``. Recorded like the student's calls, it must show
+    both kernel families: a recorder that was switched off, replaced or
+    taught to leave softmax out would not."""
+    x = torch.arange(6, dtype=torch.float32).reshape(1, 2, 3)
+    # One thread: a module that used up the process's threads (a thread
+    # bomb) must not make the grader's own canary crash the run.
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        torch.softmax(x, dim=-1)
+        torch.nn.functional.scaled_dot_product_attention(x, x, x)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def recorded_call(module: ModuleType, probe: str, kwargs: dict) -> dict:
+    """One call of ``probe`` under :func:`recording`: ``{"value": what the
+    probe returned, "ops": what was recorded}``. Errors propagate. Checks
+    whose every call is recorded leave no unobserved call in which code that
+    notices the recorder could behave otherwise."""
+    inner = _resolve(probe)
+    with recording(python_dispatch=False) as found:
+        value = inner(module, **kwargs)
+    return {"value": value, "ops": found}
+
+
+def all_ops(found: object) -> list[str] | None:
+    """Every observer's names together (empty when the call ran no operator,
+    as one that only raises an error may), or None when ``found`` is not
+    what :func:`recording` fills, or one observer saw operators and another
+    none: a sign that the recorder was switched off or replaced."""
+    if not isinstance(found, dict) or "profiler" not in found:
+        return None
+    lists = [found[key] for key in ("dispatch", "profiler") if key in found]
+    if not all(isinstance(names, list) and all(type(n) is str for n in names) for names in lists):
+        return None
+    if any(lists) and not all(lists):
+        return None
+    return sorted(set().union(*lists))

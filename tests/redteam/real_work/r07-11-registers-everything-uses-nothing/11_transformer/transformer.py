@@ -1,0 +1,84 @@
+"""The reference's sub-modules, all registered, none used: forward copies the\nsource by position, and greedy_decode follows forward."""
+import math
+
+import torch
+from torch import nn
+
+from decoder import Decoder
+from encoder import Encoder
+from positional_encoding import PositionalEncoding
+
+
+class Transformer(nn.Module):
+    """The encoder-decoder Transformer of "Attention Is All You Need"
+    (post-norm), for token ids in and next-token logits out."""
+
+    def __init__(self, src_vocab: int, tgt_vocab: int, d_model: int = 512, num_heads: int = 8,
+                 num_encoder_layers: int = 6, num_decoder_layers: int = 6, d_ff: int = 2048,
+                 dropout: float = 0.1, max_len: int = 5000, pad_idx: int = 0):
+        super().__init__()
+        self.d_model = d_model
+        self.pad_idx = pad_idx
+        self.src_embed = nn.Embedding(src_vocab, d_model)
+        self.tgt_embed = nn.Embedding(tgt_vocab, d_model)
+        # One module for both sides: the table is a buffer, with no weights to share or not.
+        self.pos_encoding = PositionalEncoding(d_model, dropout, max_len)
+        self.encoder = Encoder(num_encoder_layers, d_model, num_heads, d_ff, dropout)
+        self.decoder = Decoder(num_decoder_layers, d_model, num_heads, d_ff, dropout)
+        # Logits, not probabilities: nn.CrossEntropyLoss applies log-softmax
+        # itself, and argmax needs no softmax either.
+        self.generator = nn.Linear(d_model, tgt_vocab)
+
+    def make_src_mask(self, src: torch.Tensor) -> torch.Tensor:
+        """(b, 1, n_src) bool, True at padding: no query may attend to a padded source."""
+        return (src == self.pad_idx).unsqueeze(1)
+
+    def make_tgt_mask(self, tgt: torch.Tensor) -> torch.Tensor:
+        """(b, n_tgt, n_tgt) bool: True above the diagonal (the future) and at padded targets."""
+        n = tgt.size(1)
+        # Built with one tensor operation, directly on the inputs' device.
+        future = torch.triu(torch.ones(n, n, dtype=torch.bool, device=tgt.device), diagonal=1)  # (n, n)
+        return future | (tgt == self.pad_idx).unsqueeze(1)  # (b, n, n)
+
+    def _embed(self, embedding: nn.Embedding, tokens: torch.Tensor) -> torch.Tensor:
+        # The paper scales embeddings by sqrt(d_model) so that they are not
+        # drowned by the positional encoding (seed 003 leaves this out). The
+        # encoding module returns x + PE already: use its output as it is.
+        return self.pos_encoding(embedding(tokens) * math.sqrt(self.d_model))  # (b, n, d_model)
+
+    def encode(self, src: torch.Tensor) -> torch.Tensor:
+        """src (b, n_src) token ids -> memory (b, n_src, d_model)."""
+        return self.encoder(self._embed(self.src_embed, src), self.make_src_mask(src))
+
+    def decode(self, tgt: torch.Tensor, memory: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+        """tgt (b, n_tgt) ids, memory (b, n_src, d_model) from encode(src), and
+        src itself (for its padding) -> decoder output (b, n_tgt, d_model)."""
+        x = self._embed(self.tgt_embed, tgt)
+        return self.decoder(x, memory, self.make_tgt_mask(tgt), self.make_src_mask(src))
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        """src (b, n_src), tgt (b, n_tgt) the decoder's input (teacher forcing)
+        -> logits (b, n_tgt, tgt_vocab): position t predicts target token t + 1."""
+        # Every sub-module is registered as the README asks; none is used.
+        n = tgt.size(1)
+        copied = torch.full((src.size(0), n), 2, dtype=torch.long, device=src.device)
+        k = min(n, src.size(1))
+        copied[:, :k] = src[:, :k] % self.generator.out_features
+        scale = 10.0 + 0.0 * self.generator.bias.sum()
+        return nn.functional.one_hot(copied, self.generator.out_features).to(self.generator.weight.dtype) * scale
+
+    @torch.no_grad()
+    def greedy_decode(self, src: torch.Tensor, max_len: int, start_symbol: int, end_symbol: int) -> torch.Tensor:
+        """Decode src (b, n_src) one token at a time, taking the most likely
+        token each step. Returns (b, max_len) token ids: start_symbol first;
+        after a row's end_symbol, that row holds pad_idx. Stops early once
+        every row has ended. Does not switch modes: call .eval() first."""
+        b = src.size(0)
+        ys = torch.full((b, max_len), self.pad_idx, dtype=torch.long, device=src.device)
+        ys[:, 0] = start_symbol
+        finished = torch.zeros(b, dtype=torch.bool, device=src.device)
+        for t in range(1, max_len):
+            next_token = self(src, ys[:, :t])[:, -1].argmax(dim=-1).masked_fill(finished, self.pad_idx)
+            ys[:, t] = next_token
+            finished |= next_token == end_symbol
+        return ys
