@@ -53,7 +53,7 @@ class ExercisePitfall(_Strict):
 class Exercise(_Strict):
     id: str = Field(pattern=r"^\d\d$")
     slug: str = Field(pattern=r"^[a-z0-9_]+$")
-    part: Literal["A", "B"]
+    part: Literal["A", "B", "C"]
     title: Text
     summary: Text
     module: str = Field(pattern=r"^[a-z_][a-z0-9_]*\.py$")
