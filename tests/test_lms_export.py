@@ -13,8 +13,21 @@ from grader.gradebook import Gradebook, Key
 from grader.report.lms import write_canvas_csv, write_moodle_csv, write_wide_csv
 
 V = "2026.1"
-TITLES = ["Assignment 1: attention (attention)", "Assignment 2: multi-head attention and the Transformer's layers (layers)",
-          "Assignment 3: the encoder and the decoder (stacks)", "Assignment 4: the Transformer (transformer)"]
+
+
+@pytest.fixture
+def titles(course):
+    """One column per assignment, in course order (the first two: attention, layers)."""
+    assert [a.id for a in course.assignments[:2]] == ["attention", "layers"]
+    return [f"{a.title.en} ({a.id})" for a in course.assignments]
+
+
+def _maxima(course) -> list[str]:
+    return [f"{sum(course.exercise(e).points for e in a.exercises):g}" for a in course.assignments]
+
+
+def _homework_max(course) -> float:
+    return sum(course.exercise(e).points for a in course.assignments for e in a.exercises)
 
 
 @pytest.fixture
@@ -40,23 +53,26 @@ def _read(path):
     return list(csv.reader(open(path, encoding="utf-8", newline="")))
 
 
-def test_canvas_layout(records, course, tmp_path):
+def test_canvas_layout(records, course, titles, tmp_path):
     assert write_canvas_csv(records, course, tmp_path / "canvas.csv") == 2
     header, possible, ana, ben = _read(tmp_path / "canvas.csv")
-    assert header == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", *TITLES, "Midterm: attention (midterm)"]
-    assert possible == ["Points Possible", "", "", "", "", "65", "55", "30", "25", "70"]
-    assert ana == ["ana", "", "ana", "", "", "32.5", "0", "", "", "35"]        # 06 at 0 is a grade; stacks: missing
-    assert ben == ["ben", "", "ben", "", "", "4", "", "", "", ""]
+    later = [""] * (len(titles) - 2)                               # assignments nobody handed in: blank
+    assert header == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", *titles, "Midterm: attention (midterm)"]
+    assert possible == ["Points Possible", "", "", "", "", *_maxima(course), "70"]
+    assert possible[5:7] == ["65", "55"]
+    assert ana == ["ana", "", "ana", "", "", "32.5", "0", *later, "35"]        # 06 at 0 is a grade; stacks: missing
+    assert ben == ["ben", "", "ben", "", "", "4", "", *later, ""]
     write_canvas_csv(records, course, tmp_path / "login.csv", id_column="sis_login_id")
     assert _read(tmp_path / "login.csv")[2][:5] == ["ana", "", "", "ana", ""]
 
 
-def test_moodle_layout(records, course, tmp_path):
+def test_moodle_layout(records, course, titles, tmp_path):
     assert write_moodle_csv(records, course, tmp_path / "moodle.csv", id_column="email") == 2
     rows = _read(tmp_path / "moodle.csv")
-    assert rows == [["Email address", *TITLES, "Midterm: attention (midterm)"],
-                    ["ana", "32.5", "0", "", "", "35"],
-                    ["ben", "4", "", "", "", ""]]
+    later = [""] * (len(titles) - 2)
+    assert rows == [["Email address", *titles, "Midterm: attention (midterm)"],
+                    ["ana", "32.5", "0", *later, "35"],
+                    ["ben", "4", "", *later, ""]]
 
 
 def test_wide_csv_without_weights_has_a_max_and_blank_missing_cells(records, course, tmp_path):
@@ -64,12 +80,15 @@ def test_wide_csv_without_weights_has_a_max_and_blank_missing_cells(records, cou
     header, ana, ben = _read(tmp_path / "wide.csv")
     assert header[0] == "student" and header[-3:] == ["midterm (70)", "total", "max"]
     assert header[1] == "01 softmax (10)" and len(header) == 1 + len(course.exercises) + 3
-    assert ana[-2:] == ["67.5", "245"]                         # 32.5 + 0 + 35 of 65 + 55 + 30 + 25 + 70
-    assert ben[1:3] == ["4", ""] and ben[-3:] == ["", "4", "245"]
+    total_max = f"{_homework_max(course) + 70:g}"
+    assert ana[-2:] == ["67.5", total_max]                     # 32.5 + 0 + 35 of every assignment's points + 70
+    assert ben[1:3] == ["4", ""] and ben[-3:] == ["", "4", total_max]
 
 
 def test_wide_csv_with_weights(records, course, tmp_path):
-    weights = {"attention": 20, "layers": 20, "stacks": 15, "transformer": 15}
+    weights = {"attention": 20, "layers": 20}          # the rest share 30
+    rest = [a for a in course.assignments if a.id not in weights]
+    weights.update({a.id: 30 / len(rest) for a in rest})
     weighted = course.model_copy(update={
         "assignments": [a.model_copy(update={"weight": weights[a.id]}) for a in course.assignments],
         "exams": [x.model_copy(update={"weight": 30}) for x in course.exams]})
