@@ -7,6 +7,7 @@ from pathlib import Path
 import typer
 
 from grader.course import DEFAULT_COURSE_FILE, CourseError, load_course
+from grader.input_checks import check_class_folder, check_ids, check_students, existing_parent, memory_mib, positive_seconds
 
 app = typer.Typer(help="Grade the attention & Transformers course.", no_args_is_help=True, add_completion=False)
 
@@ -53,8 +54,8 @@ def selftest(
         loaded = load_course(course, check_files=False)
         chosen = [loaded.exercise(i) for i in exercise_ids] if exercise_ids else loaded.exercises
     except (CourseError, KeyError) as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(1) from exc
+        typer.echo(str(exc).strip("'\""), err=True)
+        raise typer.Exit(2) from exc
     with tempfile.TemporaryDirectory(prefix="selftest-") as workdir:
         reports = check_exercises(loaded, chosen, Path(workdir), root=course.resolve().parent)
     table = Table("exercise", "reference", "stub", "variants caught", "hidden-only")
@@ -75,7 +76,7 @@ def selftest(
 def check(
     exercise_ids: list[str] = typer.Argument(None, help="Exercise ids (01, 02, ...); default: all."),
     course: Path = CourseOption,
-    json_path: Path = typer.Option(None, "--json", help="Also write the matrix as JSON."),
+    json_path: Path = typer.Option(None, "--json", callback=existing_parent, help="Also write the matrix as JSON."),
 ) -> None:
     """Run references, stubs and pitfall variants through the hidden checks."""
     import json
@@ -114,16 +115,25 @@ def check(
 def grade(
     submissions: Path = typer.Argument(..., exists=True, file_okay=False, help="Folder of <student_id>/ folders or .zip files."),
     out: Path = typer.Option(Path("grading"), "--out", help="Where grades.csv, results.json and report/ go."),
-    db: Path = typer.Option(Path("grades.db"), "--db", help="The SQLite gradebook (created if missing)."),
+    db: Path = typer.Option(Path("grades.db"), "--db", dir_okay=False, help="The SQLite gradebook (created if missing)."),
     jobs: int = typer.Option(os.cpu_count() or 1, "--jobs", "-j", min=1, help="Submissions graded at once."),
-    timeout: float = typer.Option(None, "--timeout", help="Seconds per submission and exercise (default: course.yaml)."),
-    memory: int = typer.Option(None, "--memory", help="MiB per sandboxed run (default: course.yaml)."),
+    timeout: float = typer.Option(None, "--timeout", callback=positive_seconds,
+                                  help="Seconds per submission and exercise, more than 0 (default: course.yaml)."),
+    memory: int = typer.Option(None, "--memory", callback=memory_mib,
+                               help="MiB per sandboxed run, at least 256 (default: course.yaml)."),
     assignment: str = typer.Option(None, "--assignment", help="Grade only this assignment's exercises."),
     exercise: list[str] = typer.Option(None, "--exercise", "-e", help="Grade only these exercises (repeatable)."),
     exam: str = typer.Option(None, "--exam", help="Grade this exam (answers and code, per-student variants); "
                                                   "more options: grader exam grade."),
     executor: str = typer.Option("local", "--executor", help="local (threads here) or dask (a Dask cluster)."),
     scheduler: str = typer.Option(None, "--scheduler", help="Dask scheduler address (default: a LocalCluster here)."),
+    student: list[str] = typer.Option(None, "--student", "-s", help="Grade only these students (repeatable)."),
+    extensions: Path = typer.Option(None, "--extensions", exists=True, dir_okay=False,
+                                    help="CSV student_id, assignment or exercise, extra_min or due: deadline extensions."),
+    timestamps: Path = typer.Option(None, "--timestamps", exists=True, dir_okay=False,
+                                    help="CSV student_id, submitted_at[, assignment]: when each handed in."),
+    force: bool = typer.Option(False, "--force", help="Grade again what the gradebook already has (a regrade: "
+                               "the old result is kept in its history, adjustments stay in effect)."),
     course: Path = CourseOption,
 ) -> None:
     """Grade a class into the gradebook and write the reports.
@@ -132,6 +142,12 @@ def grade(
     only when the grader could not do its job."""
     from grader.session import run_grading
 
+    check_class_folder(submissions, course)
+    check_students(submissions, student or [])
+    if exam and (student or force):
+        typer.echo("error: --student and --force regrade exercises; for an exam, grade it again with a new --db "
+                   "or see grader exam grade", err=True)
+        raise typer.Exit(2)
     if exam:  # into the same gradebook; the exam's own files as well (grader/exams/session.py)
         from grader.exams.session import run_exam_grading
 
@@ -140,7 +156,8 @@ def grade(
 
     raise typer.Exit(run_grading(submissions, out=out, db=db, jobs=jobs, timeout=timeout, memory=memory,
                                  assignment=assignment, exercise_ids=exercise or [], course_path=course,
-                                 executor=executor, scheduler=scheduler))
+                                 executor=executor, scheduler=scheduler, students=student or [], force=force,
+                                 extensions=extensions, timestamps=timestamps))
 
 
 @app.command()
@@ -176,7 +193,8 @@ def similarity(
     exercise: list[str] = typer.Option(None, "--exercise", "-e", help="Only these exercises (repeatable; default: all)."),
     threshold: float = typer.Option(0.7, "--threshold", min=0.05, max=1.0,
                                     help="Flag a pair when each covers at least this share of the other's own code."),
-    json_out: Path = typer.Option(None, "--json", dir_okay=False, help="Also write every report as JSON here."),
+    json_out: Path = typer.Option(None, "--json", dir_okay=False, callback=existing_parent,
+                                  help="Also write every report as JSON here."),
     course: Path = CourseOption,
 ) -> None:
     """List the pairs of submissions per exercise whose code is suspiciously
@@ -187,15 +205,13 @@ def similarity(
 
     from grader.similarity_run import class_similarity, write_json
 
+    check_class_folder(submissions)
     try:
         loaded = load_course(course, check_files=False)
         chosen = [loaded.exercise(i) for i in exercise] if exercise else list(loaded.exercises)
     except (CourseError, KeyError) as exc:
         typer.echo(f"similarity: {exc}", err=True)
         raise typer.Exit(2) from exc
-    if json_out is not None and not json_out.parent.is_dir():
-        typer.echo(f"--json: the folder {json_out.parent} does not exist", err=True)
-        raise typer.Exit(2)
     reports = class_similarity(loaded, chosen, submissions, threshold, root=course.resolve().parent)
     console = Console(highlight=False)
     for report in reports:
@@ -209,6 +225,47 @@ def similarity(
     if json_out is not None:
         write_json(reports, json_out)
         console.print(f"{json_out}: written")
+
+
+@app.command()
+def adjust(
+    student: str = typer.Argument(None, help="Student id (as in the gradebook)."),
+    exercise: str = typer.Argument(None, help="Exercise id (01, 02, ...) or exam id."),
+    points: float = typer.Option(None, "--points", help="Set the score to P points (0..max)."),
+    delta: float = typer.Option(None, "--delta", help="Add D points to the graded score (negative takes off)."),
+    clear: bool = typer.Option(False, "--clear", help="Withdraw the adjustment: the graded score stands again."),
+    reason: str = typer.Option("", "--reason", help="Why (required; kept and exported)."),
+    by: str = typer.Option(None, "--by", help="Who decides (default: the OS user)."),
+    list_: bool = typer.Option(False, "--list", help="Show the history of adjustments and regrades (of STUDENT)."),
+    db: Path = typer.Option(Path("grades.db"), "--db", exists=True, dir_okay=False, help="The gradebook."),
+    course: Path = CourseOption,
+) -> None:
+    """Adjust one result by hand, with a reason; the history is kept (never
+    an overwrite) and the newest adjustment is in effect in every export."""
+    from grader.adjustments import AdjustmentRefused, current_user, history_lines, make_adjustment
+    from grader.gradebook import Gradebook, GradebookError
+
+    try:
+        loaded = load_course(course, check_files=False)
+        with Gradebook(db) as book:
+            if list_:
+                lines = history_lines(book, student)
+                typer.echo("\n".join(lines) if lines else f"{db}: no adjustment or regrade"
+                           + (f" of {student}" if student else ""))
+                return
+            if not student or not exercise:
+                raise AdjustmentRefused("give STUDENT and EXERCISE (or --list)")
+            made, now = make_adjustment(book, loaded, student, exercise, points=points, delta=delta, clear=clear,
+                                        reason=reason, made_by=by or current_user())
+    except AdjustmentRefused as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    except (CourseError, GradebookError) as exc:
+        typer.echo(str(exc), err=True)
+        raise typer.Exit(2) from exc
+    before = now.graded_points if now.graded_points is not None else now.points
+    typer.echo(f"{student} {exercise}: {made.change()} by {made.made_by} ({made.reason}); "
+               f"now {now.points:g}/{now.max_points:g} (graded {before:g})")
 
 
 @app.command("sync-shipped")
@@ -293,6 +350,7 @@ def release_student(
                        f"  --through {ALL:<14} every exercise", err=True)
             raise typer.Exit(2)
         through = ALL
+    check_ids("--through", [through], [a.id for a in loaded.assignments], also=(ALL,))
     try:
         written = write_student_repo(loaded, root, out, notebooks=notebooks, force=force, through=through)
     except ReleaseError as exc:
@@ -323,6 +381,7 @@ def release_nbgrader(
     from grader.release.nbgrader import write_course
 
     loaded = _release_course(course)
+    check_ids("--assignment", assignments or [], [a.id for a in loaded.assignments])
     try:
         release = write_course(loaded, course.resolve().parent, out, assignment_ids=assignments, exchange=exchange)
     except (ReleaseError, ImportError) as exc:
@@ -338,8 +397,11 @@ def release_nbgrader(
 @push_app.command("nbgrader")
 def push_nbgrader(
     assignment: str = typer.Argument(..., help="The assignment id (course.yaml assignments)."),
-    db: Path = typer.Option(Path("grades.db"), "--db", help="Our gradebook (written by grader grade)."),
-    nbgrader_db: Path = typer.Option(Path("gradebook.db"), "--nbgrader-db", help="nbgrader's gradebook."),
+    db: Path = typer.Option(Path("grades.db"), "--db", exists=True, dir_okay=False,
+                            help="Our gradebook (written by grader grade)."),
+    # Must exist: nbgrader creates it (generate_assignment); a typo must not start an empty one.
+    nbgrader_db: Path = typer.Option(Path("gradebook.db"), "--nbgrader-db", exists=True, dir_okay=False,
+                                     help="nbgrader's gradebook (the course directory's gradebook.db)."),
     course: Path = CourseOption,
 ) -> None:
     """Write our scores into nbgrader's gradebook so formgrader shows them."""
@@ -347,6 +409,7 @@ def push_nbgrader(
     from grader.release.nbgrader import next_steps, push_scores
 
     loaded = _release_course(course)
+    check_ids("ASSIGNMENT", [assignment], [a.id for a in loaded.assignments])
     try:
         report = push_scores(loaded, db, nbgrader_db, assignment, course.resolve().parent)
     except (ReleaseError, ImportError) as exc:
@@ -370,62 +433,9 @@ app.add_typer(exam_app, name="exam")
 
 
 # ---------------------------------------------------------------- exports (issue 9)
-export_app = typer.Typer(help="Export grades for an LMS, or the course to other graders.", no_args_is_help=True)
+from grader.export_cli import export_app  # noqa: E402  (the sub-app; its commands live in grader/export_cli.py)
+
 app.add_typer(export_app, name="export")
-
-
-@export_app.command("csv")
-def export_csv(
-    out: Path = typer.Argument(..., dir_okay=False, help="The CSV file to write."),
-    db: Path = typer.Option(Path("grades.db"), "--db", exists=True, dir_okay=False, help="The gradebook."),
-    wide: bool = typer.Option(False, "--wide", help="One row per student, one column per exercise, and a total."),
-    course: Path = CourseOption,
-) -> None:
-    """Grades from the gradebook for LMS upload (the newest result of each
-    student and exercise for this course version)."""
-    from grader.gradebook import Gradebook, GradebookError
-    from grader.report.exports import write_grades_csv, write_wide_csv
-
-    try:
-        loaded = load_course(course, check_files=False)
-        with Gradebook(db) as book:
-            records = list(book.records(loaded.course.version))
-    except (CourseError, GradebookError) as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(2) from exc
-    from grader.exams.records import is_exam_part
-
-    records = [r for r in records if not is_exam_part(loaded, r.key.exercise)]  # an exam counts once, by its total
-    (write_wide_csv(records, out, loaded) if wide else write_grades_csv(records, out))
-    typer.echo(f"{out}: {len({r.key.student for r in records})} students, {len(records)} results")
-
-
-@export_app.command("gradescope")
-def export_gradescope(
-    out: Path = typer.Argument(..., help="The autograder zip to write (instructor-only: it holds the references)."),
-    assignment: str = typer.Option(None, "--assignment", help="Only this assignment's exercises (default: all)."),
-    exercise: list[str] = typer.Option(None, "--exercise", "-e", help="Only these exercises (repeatable)."),
-    visibility: str = typer.Option("visible", "--visibility", help="visible, after_published, after_due_date or hidden."),
-    course: Path = CourseOption,
-) -> None:
-    """Write a Gradescope autograder zip (setup.sh, run_autograder, the course)."""
-    from grader.scale.gradescope import write_gradescope_zip
-
-    loaded = _release_course(course)
-    try:
-        chosen = list(loaded.exercises)
-        if assignment:
-            chosen = [loaded.exercise(i) for a in loaded.assignments if a.id == assignment for i in a.exercises]
-        if exercise:
-            chosen = [loaded.exercise(i) for i in exercise]
-        if not chosen:
-            raise KeyError(assignment)
-        names = write_gradescope_zip(loaded, course.resolve().parent, out, chosen, visibility=visibility)
-    except (KeyError, ValueError) as exc:
-        typer.echo(f"export failed: {exc}", err=True)
-        raise typer.Exit(2) from exc
-    typer.echo(f"{out}: {len(names)} files; grades {', '.join(e.folder for e in chosen)}. "
-               "Upload it as the assignment's autograder; never give it to students.")
 
 
 # --- feedback hand-back (issue 15): one folder or zip per student; the work is in grader/handback.py

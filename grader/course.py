@@ -9,6 +9,7 @@ says they are).
 from __future__ import annotations
 
 import re
+from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
@@ -80,6 +81,21 @@ class Assignment(_Strict):
     id: str = Field(pattern=r"^[a-z0-9_-]+$")
     title: Text
     exercises: list[str] = Field(min_length=1)
+    # When it is due (timezone required), and what lateness costs: the exams'
+    # policy model and rule (grader/late_policy.py). Per-student extensions:
+    # grader grade --extensions; see grader/deadlines.py.
+    due: datetime | None = None
+    late_policy: LatePolicy = LatePolicy()
+    # Its share of the course grade in LMS exports (grader/report/lms.py);
+    # None: its points as they are.
+    weight: float | None = Field(None, gt=0)
+
+    @field_validator("due")
+    @classmethod
+    def _aware(cls, value: datetime | None) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            raise ValueError("give a timezone, e.g. 2026-03-20T23:59:00+08:00")
+        return value
 
 
 class CourseMeta(_Strict):
@@ -203,6 +219,10 @@ def _cross_reference_problems(course: Course) -> list[tuple[str, str]]:
         for j, shipped in enumerate(exercise.ships):
             if shipped not in exercise_ids or shipped >= exercise.id:
                 problems.append((f"exercises[{i}].ships[{j}]", f"{shipped!r} is not an earlier exercise"))
+    weighted = [x.weight is not None for x in [*course.assignments, *course.exams]]
+    if any(weighted) and not all(weighted):
+        problems.append(("assignments", "give a weight to every assignment and exam, or to none: the course "
+                                        "total of the exports adds weighted shares, and an unweighted item has none"))
     assignment_of: dict[str, int] = {}
     for i, assignment in enumerate(course.assignments):
         for j, exercise_id in enumerate(assignment.exercises):

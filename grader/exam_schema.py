@@ -9,6 +9,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from grader.late_policy import LatePolicy  # noqa: F401  (shared with homework: grader/late_policy.py)
 from grader.schema_base import Text, _Strict
 
 
@@ -37,18 +38,6 @@ class SizeSpec(_Strict):
         return self
 
 
-class LatePolicy(_Strict):
-    """What a submission after the time limit (plus ``grace_min``) gets:
-    ``accept`` (flagged only), ``penalty`` (the score times
-    ``1 - penalty_per_min * minutes late``, at least 0) or ``zero``.
-    Later than ``max_late_min``: zero, whatever the action."""
-
-    action: Literal["accept", "penalty", "zero"] = "penalty"
-    grace_min: float = Field(0.0, ge=0)
-    penalty_per_min: float = Field(0.0, ge=0, le=1)
-    max_late_min: float | None = Field(None, ge=0)
-
-
 class ExamExercise(_Strict):
     id: str
     points: float = Field(gt=0)
@@ -62,6 +51,8 @@ class Exam(_Strict):
     starts_at: datetime | None = None
     time_limit_min: float = Field(gt=0)
     late_policy: LatePolicy = LatePolicy()
+    # Its share of the course grade in LMS exports (grader/report/lms.py); None: its points as they are.
+    weight: float | None = Field(None, gt=0)
     exercises: list[ExamExercise] = []
     questions: list[str] = []
     # Sizes drawn per student; one may use others (drawn after them).

@@ -5,6 +5,14 @@ module, course version): rerunning after an interruption grades only what
 is missing, and a changed submission or a new course version is graded
 again. Each result is written in one transaction, so a ``kill -9`` at any
 moment leaves either the whole result or none of it.
+
+Nothing is overwritten: a result that is recorded again under the same key
+(``grader grade --force``, a regrade) moves the old row to
+``superseded_results`` in the same transaction. The instructor's manual
+adjustments (``grader adjust``) are rows of ``adjustments``, never edits of
+a result; the newest for a (student, exercise) is applied when results are
+read for reports and exports (grader/adjustments.py), so they survive
+regrades and resumed runs.
 """
 from __future__ import annotations
 
@@ -15,8 +23,34 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
+# v3: the instructor's adjustments (one row per decision; the newest per
+# student and exercise is in effect), the results a regrade replaced, and
+# each submission's lateness (derived: recomputed by every grading run).
+ADJUSTMENTS_TABLE = """CREATE TABLE IF NOT EXISTS adjustments (
+    id             INTEGER PRIMARY KEY AUTOINCREMENT,
+    student        TEXT NOT NULL,
+    exercise       TEXT NOT NULL,
+    kind           TEXT NOT NULL CHECK (kind IN ('points', 'delta', 'clear')),
+    value          REAL NOT NULL,
+    reason         TEXT NOT NULL,
+    made_by        TEXT NOT NULL,
+    made_at        REAL NOT NULL,
+    course_version TEXT NOT NULL,   -- what it was made against, for the history
+    content_hash   TEXT NOT NULL
+)"""
+SUPERSEDED_TABLE = """CREATE TABLE IF NOT EXISTS superseded_results (
+    student TEXT NOT NULL, exercise TEXT NOT NULL, content_hash TEXT NOT NULL, course_version TEXT NOT NULL,
+    points REAL NOT NULL, max_points REAL NOT NULL, status TEXT NOT NULL, reason TEXT NOT NULL,
+    verdicts TEXT NOT NULL, graded_at REAL NOT NULL, figures TEXT NOT NULL,
+    superseded_at REAL NOT NULL
+)"""
+LATENESS_TABLE = """CREATE TABLE IF NOT EXISTS lateness (
+    student TEXT NOT NULL, exercise TEXT NOT NULL, content_hash TEXT NOT NULL, course_version TEXT NOT NULL,
+    lateness TEXT NOT NULL,   -- JSON: grader/late_policy.py's Lateness
+    PRIMARY KEY (student, exercise, content_hash, course_version)
+)"""
 # One transaction: a grader killed while creating the file leaves no tables
 # or all of them, with their version (an existing file keeps its version).
 SCHEMA = f"""
@@ -36,11 +70,17 @@ CREATE TABLE IF NOT EXISTS results (
     figures        TEXT NOT NULL DEFAULT '{{}}',  -- JSON: feedback figures on public inputs (v2)
     PRIMARY KEY (student, exercise, content_hash, course_version)
 );
+{ADJUSTMENTS_TABLE};
+{SUPERSEDED_TABLE};
+{LATENESS_TABLE};
 INSERT OR IGNORE INTO meta VALUES ('schema_version', '{SCHEMA_VERSION}');
 COMMIT;
 """
 # Each step takes the schema from version N to N + 1, in one transaction.
-MIGRATIONS = {1: "ALTER TABLE results ADD COLUMN figures TEXT NOT NULL DEFAULT '{}'"}
+MIGRATIONS: dict[int, tuple[str, ...]] = {
+    1: ("ALTER TABLE results ADD COLUMN figures TEXT NOT NULL DEFAULT '{}'",),
+    2: (ADJUSTMENTS_TABLE, SUPERSEDED_TABLE, LATENESS_TABLE),
+}
 
 
 class GradebookError(Exception):
@@ -65,6 +105,12 @@ class Record:
     verdicts: list[dict]
     graded_at: float
     figures: dict = field(default_factory=dict)
+    # Set when read for reports (Gradebook.records, grader/adjustments.py):
+    # the judge's score before the instructor's adjustment, and that adjustment.
+    graded_points: float | None = None
+    adjustment: dict | None = None
+    # ... and the homework late policy's verdict (grader/deadlines.py), with the points before it.
+    lateness: dict | None = None
 
 
 def _record(row: tuple) -> Record:
@@ -96,7 +142,8 @@ class Gradebook:
             raise GradebookError(f"{self.path}: schema version {version}, this grader writes {SCHEMA_VERSION}")
         while version < SCHEMA_VERSION:
             self._db.execute("BEGIN IMMEDIATE")
-            self._db.execute(MIGRATIONS[version])
+            for statement in MIGRATIONS[version]:
+                self._db.execute(statement)
             version += 1
             self._db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
             self._db.execute("COMMIT")
@@ -119,9 +166,14 @@ class Gradebook:
 
     def record(self, key: Key, *, points: float, max_points: float, status: str, reason: str,
                verdicts: list[dict], figures: dict | None = None) -> None:
-        """Store one result atomically (replacing an identical key)."""
+        """Store one result atomically. A result already under this key (a
+        regrade) is moved to ``superseded_results`` in the same transaction."""
         try:
             self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute(
+                "INSERT INTO superseded_results SELECT *, ? FROM results "
+                "WHERE student=? AND exercise=? AND content_hash=? AND course_version=?",
+                (time.time(), key.student, key.exercise, key.content_hash, key.course_version))
             self._db.execute(
                 "INSERT OR REPLACE INTO results VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (key.student, key.exercise, key.content_hash, key.course_version, points, max_points,
@@ -141,8 +193,13 @@ class Gradebook:
         ).fetchone()
         return None if row is None else _record(row)
 
-    def records(self, course_version: str) -> Iterator[Record]:
-        """The newest record of each (student, exercise) for this course version."""
+    def records(self, course_version: str, *, adjusted: bool = True) -> Iterator[Record]:
+        """The newest record of each (student, exercise) for this course
+        version, with the instructor's adjustment in effect applied (unless
+        ``adjusted`` is False)."""
+        if adjusted:
+            yield from self.finalise(list(self.records(course_version, adjusted=False)))
+            return
         rows = self._db.execute(
             """SELECT * FROM results r WHERE course_version = ? AND graded_at = (
                    SELECT MAX(graded_at) FROM results s WHERE s.student = r.student
@@ -152,6 +209,63 @@ class Gradebook:
         )
         for row in rows:
             yield _record(row)
+
+    def finalise(self, records: list[Record]) -> list[Record]:
+        """``records`` as reports show them: the instructor's adjustment in
+        effect applied, then the late policy (grader/adjustments.py, grader/deadlines.py)."""
+        from grader.adjustments import apply_adjustments
+        from grader.deadlines import apply_lateness
+
+        lateness = {}
+        for *key, text in self._db.execute("SELECT * FROM lateness"):
+            lateness[Key(*key)] = json.loads(text)
+        return apply_lateness(apply_adjustments(records, self.adjustments()), lateness)
+
+    def set_lateness(self, assessed: dict[Key, dict]) -> None:
+        """Record the lateness of these submissions (one transaction; replaces
+        what an earlier run derived: extensions may have changed)."""
+        if not assessed:
+            return
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.executemany("INSERT OR REPLACE INTO lateness VALUES (?, ?, ?, ?, ?)",
+                                 [(k.student, k.exercise, k.content_hash, k.course_version, json.dumps(v))
+                                  for k, v in assessed.items()])
+            self._db.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise GradebookError(f"{self.path}: cannot record lateness: {exc}") from exc
+
+    def adjust(self, student: str, exercise: str, *, kind: str, value: float, reason: str, made_by: str,
+               course_version: str, content_hash: str) -> None:
+        """Record one adjustment (a new row: the history is kept)."""
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.execute(
+                "INSERT INTO adjustments (student, exercise, kind, value, reason, made_by, made_at, course_version, "
+                "content_hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (student, exercise, kind, value, reason, made_by, time.time(), course_version, content_hash))
+            self._db.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise GradebookError(f"{self.path}: cannot record the adjustment: {exc}") from exc
+
+    def adjustments(self, student: str | None = None) -> list:
+        """Every adjustment (of ``student``, when given), oldest first."""
+        from grader.adjustments import Adjustment
+
+        rows = self._db.execute(
+            "SELECT student, exercise, kind, value, reason, made_by, made_at, course_version, content_hash, id "
+            "FROM adjustments WHERE ? IS NULL OR student = ? ORDER BY made_at, id", (student, student))
+        return [Adjustment(*row) for row in rows]
+
+    def superseded(self, student: str | None = None) -> list[tuple[Record, float]]:
+        """Results that a regrade replaced, with when: (record, superseded_at), oldest first."""
+        rows = self._db.execute("SELECT * FROM superseded_results WHERE ? IS NULL OR student = ? "
+                                "ORDER BY superseded_at", (student, student))
+        return [(_record(row[:11]), row[11]) for row in rows]
 
     def integrity_problems(self) -> list[str]:
         """SQLite's own integrity check plus ours: JSON that parses, points in range."""

@@ -87,15 +87,17 @@ def _key(course: Course, submission: Submission, part: ExerciseSubmission) -> Ke
     return Key(submission.student, part.exercise.id, part.content_hash or MISSING_HASH, course.course.version)
 
 
-def pending(course: Course, submissions: list[Submission], gradebook: Gradebook, run: ClassRun) -> list[Task]:
-    """Tasks whose result is not in the gradebook yet."""
+def pending(course: Course, submissions: list[Submission], gradebook: Gradebook, run: ClassRun,
+            force: bool = False) -> list[Task]:
+    """Tasks whose result is not in the gradebook yet (every task when
+    ``force``: a regrade; the gradebook keeps the result it replaces)."""
     tasks = []
     for submission in submissions:
         for part in submission.exercises.values():
             key = _key(course, submission, part)
             run.keys.append(key)
             recorded = gradebook.get(key)
-            if recorded is not None and recorded.status != GRADER_ERROR:
+            if recorded is not None and recorded.status != GRADER_ERROR and not force:
                 run.resumed += 1
             else:
                 tasks.append(Task(key, submission, part))
@@ -121,16 +123,19 @@ def grade_class(course: Course, exercises: list[Exercise], submissions_dir: Path
                 on_result: Callable[[Task, Record | None], None] | None = None,
                 on_plan: Callable[[int], None] | None = None, root: Path = REPO_ROOT,
                 executor: Executor | None = None, sources: dict[str, Path] | None = None,
-                bare_modules: bool = False) -> ClassRun:
+                bare_modules: bool = False, students: set[str] | None = None, force: bool = False) -> ClassRun:
     """Grade every submission in ``submissions_dir`` into ``gradebook``.
 
     ``executor`` runs the judging (default: ``jobs`` threads here, with
     ``judge``); whatever runs it, only this process writes the gradebook.
-    ``sources`` and ``bare_modules``: see :func:`grader.submissions.collect`."""
+    ``sources`` and ``bare_modules``: see :func:`grader.submissions.collect`;
+    ``students``: only these; ``force``: grade again what is already graded."""
     submissions = collect(submissions_dir, course, exercises, workdir, root, sources=sources,
                           bare_modules=bare_modules)
+    if students:
+        submissions = [s for s in submissions if s.student in students]
     run = ClassRun(submissions)
-    tasks = pending(course, submissions, gradebook, run)
+    tasks = pending(course, submissions, gradebook, run, force)
     if on_plan is not None:
         on_plan(len(tasks))
     for task in [t for t in tasks if t.part.status == UNREADABLE]:

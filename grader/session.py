@@ -12,6 +12,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
+from grader.deadlines import DeadlineInputError, assess_class, load_homework_times
 from grader.course import CourseError, load_course
 from grader.exams.records import recorded_exam_stats
 from grader.gradebook import Gradebook, GradebookError
@@ -28,11 +29,13 @@ PROBLEM_CHARS = 300   # a problem's text shown in the terminal, at most
 def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: float | None,
                 memory: int | None, assignment: str | None, course_path: Path,
                 exercise_ids: list[str] | None = None, executor: str = "local",
-                scheduler: str | None = None) -> int:
+                scheduler: str | None = None, students: list[str] | None = None, force: bool = False,
+                extensions: Path | None = None, timestamps: Path | None = None) -> int:
     console = Console(stderr=True)
     try:
         course = load_course(course_path)
-    except CourseError as exc:
+        homework = load_homework_times(course, extensions, timestamps)
+    except (CourseError, DeadlineInputError) as exc:
         console.print(str(exc), markup=False)
         return EXIT_BAD_INPUT
     if assignment:
@@ -79,8 +82,15 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
                     progress.update(bar, advance=1)
 
                 run = grade_class(course, exercises, submissions, gradebook, judge, Path(workdir), jobs=jobs,
-                                  executor=runner, on_result=advance, root=root, on_plan=lambda n: progress.update(bar, total=n))
+                                  executor=runner, on_result=advance, root=root, on_plan=lambda n: progress.update(bar, total=n),
+                                  students=set(students or []), force=force)
             records = [r for r in (gradebook.get(k) for k in run.keys) if r is not None]
+            lateness, late_problems = assess_class(course, run.submissions, run.keys, homework)
+            gradebook.set_lateness({k: v.to_dict() for k, v in lateness.items()})
+            records = gradebook.finalise(records)   # grader adjust and the late policy: in every report
+            if students:  # a regrade of a few: the reports stay the whole class's, with their new results
+                chosen = {e.id for e in exercises}
+                records = [r for r in gradebook.records(course.course.version) if r.key.exercise in chosen]
             recorded = list(gradebook.records(course.course.version))
             exams = recorded_exam_stats(course, recorded)
             # The exams' totals: a column of the class table, a section of each student's page.
@@ -105,6 +115,14 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
         console.print(f"[yellow]{unreadable} result(s) unreadable[/yellow] (links, special files, damaged or "
                       "oversized archives or notebooks): their reasons are in grades.csv and the report",
                       highlight=False)
+    for problem in late_problems:
+        console.print(f"[yellow]warning[/yellow] {problem}", markup=False, highlight=False)
+    if lateness:
+        late = sum(v.flagged for v in lateness.values())
+        unknown = sum(not v.known for v in lateness.values())
+        console.print(f"deadlines: {late} late submission(s)" + (
+            f", {unknown} with lateness unknown (no submission time on record: --timestamps, nbgrader's "
+            "timestamp.txt or a git checkout gives one; grades.csv column lateness)" if unknown else ""))
     # The report (matplotlib, ~1 s) is loaded only now that it is written.
     from grader.report import write_grades_csv, write_html_report, write_results_json
 

@@ -11,7 +11,7 @@ pytest.importorskip("grader.sandbox")
 
 from coursekit.loader import load_module  # noqa: E402
 from grader.checks import CheckPlan, checks_for  # noqa: E402
-from grader.course import REPO_ROOT  # noqa: E402
+from grader.course import REPO_ROOT, load_course  # noqa: E402
 from grader.exams.checks import checks_for_exam  # noqa: E402
 from grader.exams.grading import grade_exam  # noqa: E402
 from grader.exams.variants import make_variant  # noqa: E402
@@ -157,5 +157,8 @@ def test_grader_grade_exam(tmp_path, monkeypatch):
     exported = CliRunner().invoke(app, ["export", "csv", str(tmp_path / "wide.csv"), "--wide", "--db", db])
     assert exported.exit_code == 0, exported.output
     header, row = (tmp_path / "wide.csv").read_text().splitlines()
-    assert header.endswith(f"midterm ({graded['max_points']:g}),total") and "midterm/" not in header
-    assert row == "s007," + ",".join(["0"] * 11) + f",{graded['points']:g},{graded['points']:g}"
+    assert header.endswith(f"midterm ({graded['max_points']:g}),total,max") and "midterm/" not in header
+    exercises = load_course().exercises
+    homework = sum(e.points for e in exercises)
+    assert row == ("s007," + ",".join([""] * len(exercises))
+                   + f",{graded['points']:g},{graded['points']:g},{homework + graded['max_points']:g}")

@@ -3,7 +3,7 @@ import sqlite3
 
 import pytest
 
-from grader.gradebook import Gradebook, GradebookError, Key
+from grader.gradebook import SCHEMA_VERSION, Gradebook, GradebookError, Key
 
 KEY = Key("alice", "01", "abc123", "2026.1")
 
@@ -97,4 +97,48 @@ def test_a_version_1_gradebook_is_migrated_in_place(tmp_path):
         book.record(Key("bob", "01", "h", "2026.1"), points=1, max_points=10, status="graded", reason="",
                     verdicts=[], figures={"weights": {"student": [[1.0]]}})
         assert book.get(Key("bob", "01", "h", "2026.1")).figures == {"weights": {"student": [[1.0]]}}
-    assert sqlite3.connect(path).execute("SELECT value FROM meta").fetchone() == ("2",)
+    assert sqlite3.connect(path).execute("SELECT value FROM meta").fetchone() == (str(SCHEMA_VERSION),)
+
+
+def test_recording_a_key_again_keeps_the_old_result(tmp_path):
+    """A regrade (grader grade --force) never overwrites: the old row moves to the history."""
+    with Gradebook(tmp_path / "grades.db") as book:
+        _record(book, points=7.5)
+        _record(book, points=9)
+        assert book.get(KEY).points == 9
+        [(old, _)] = book.superseded("alice")
+        assert old.key == KEY and old.points == 7.5
+        assert [r.points for r in book.records("2026.1")] == [9]
+
+
+def test_adjustments_are_a_history_and_the_newest_is_in_effect(tmp_path):
+    with Gradebook(tmp_path / "grades.db") as book:
+        _record(book, points=7.5)
+        common = dict(made_by="prof", course_version="2026.1", content_hash="abc123")
+        book.adjust("alice", "01", kind="delta", value=1, reason="partial credit", **common)
+        [record] = book.records("2026.1")
+        assert (record.points, record.graded_points, record.adjustment["reason"]) == (8.5, 7.5, "partial credit")
+        book.adjust("alice", "01", kind="points", value=20, reason="typo", **common)
+        assert [r.points for r in book.records("2026.1")] == [10]      # kept within 0..max
+        book.adjust("alice", "01", kind="clear", value=0, reason="withdrawn", **common)
+        [record] = book.records("2026.1")
+        assert (record.points, record.adjustment) == (7.5, None)
+        assert [a.kind for a in book.adjustments("alice")] == ["delta", "points", "clear"]
+        _record(book, points=5)                                        # a regrade: the adjustment survives it
+        book.adjust("alice", "01", kind="delta", value=-1, reason="late fix", **common)
+        assert [r.points for r in book.records("2026.1")] == [4]
+        assert [r.points for r in book.records("2026.1", adjusted=False)] == [5]
+
+
+def test_a_version_2_gradebook_gains_the_history_tables(tmp_path):
+    path = tmp_path / "grades.db"
+    with Gradebook(path) as book:
+        _record(book)
+    db = sqlite3.connect(path)
+    db.executescript("DROP TABLE adjustments; DROP TABLE superseded_results; "
+                     "UPDATE meta SET value = '2' WHERE key = 'schema_version';")
+    db.close()
+    with Gradebook(path) as book:
+        _record(book, points=3)
+        assert [old.points for old, _ in book.superseded()] == [7.5]
+        assert book.adjustments() == []

@@ -102,9 +102,11 @@ def test_export_csv_for_an_lms(records, tmp_path, course):
     result = CliRunner().invoke(app, ["export", "csv", str(tmp_path / "wide.csv"), "--db", str(db), "--wide"])
     assert result.exit_code == 0, result.output
     rows = list(csv.reader(open(tmp_path / "wide.csv", encoding="utf-8")))
-    assert rows[0][0] == "student" and rows[0][-1] == "total" and len(rows[0]) == len(course.exercises) + 2
+    assert rows[0][0] == "student" and rows[0][-2:] == ["total", "max"] and len(rows[0]) == len(course.exercises) + 3
     bob = next(row for row in rows if row[0] == "bob")
-    assert bob[1] == "5" and bob[3] == "0" and bob[-1] == "5"
+    assert bob[1] == "5" and bob[3] == "0" and bob[-2:] == ["5", f"{sum(e.points for e in course.exercises):g}"]
+    script = next(row for row in rows if row[0] == "<script>")
+    assert script[1] == "" and script[-2] == "0"      # not handed in: a blank cell, not a 0
     result = CliRunner().invoke(app, ["export", "csv", str(tmp_path / "long.csv"), "--db", str(db)])
     assert result.exit_code == 0 and "4 students, 5 results" in result.output
 

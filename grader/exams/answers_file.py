@@ -24,10 +24,11 @@ from __future__ import annotations
 import errno
 import os
 import re
-import stat
 from pathlib import Path
 
 import yaml
+
+from grader.bounded_read import read_bounded  # noqa: F401  (moved; the exam modules import it from here)
 
 MAX_ANSWERS_BYTES = 256 << 10
 MAX_DEPTH = 20
@@ -87,22 +88,6 @@ def _construct_text(loader: yaml.SafeLoader, node: yaml.ScalarNode) -> str:
 
 _AnswersLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 _AnswersLoader.add_constructor("tag:yaml.org,2002:timestamp", _construct_text)
-
-
-def read_bounded(path: Path, limit: int) -> bytes:
-    """At most ``limit + 1`` bytes of the regular file ``path`` (not through
-    a link, never blocking on a pipe). OSError if it is none of that."""
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file")
-        chunks, left = [], limit + 1
-        while left > 0 and (chunk := os.read(fd, min(left, 1 << 16))):
-            chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
 
 
 def _scalar(value: object) -> object:

@@ -121,7 +121,7 @@ def grade(exam_id: str = typer.Argument(..., help="Exam id (course.yaml exams)."
                                           help="CSV student_id,submitted_at[,started_at] from the collection system."),
           answers_only: bool = typer.Option(False, "--answers-only", help="Grade the questions only (no sandbox needed)."),
           jobs: int = typer.Option(os.cpu_count() or 1, "--jobs", "-j", min=1, help="Students graded at once (code)."),
-          db: Path = typer.Option(Path("grades.db"), "--db", help="The SQLite gradebook (created if missing): "
+          db: Path = typer.Option(Path("grades.db"), "--db", dir_okay=False, help="The SQLite gradebook (created if missing): "
                                   "results are recorded there, and a rerun grades only what is missing."),
           trust_file_times: bool = typer.Option(
               False, "--trust-file-times",
@@ -130,7 +130,9 @@ def grade(exam_id: str = typer.Argument(..., help="Exam id (course.yaml exams)."
           course: Path = CourseOption) -> None:
     """Grade an exam's answers and code, each student with their variant; apply the late policy."""
     from grader.exams.session import run_exam_grading
+    from grader.input_checks import check_class_folder
 
+    check_class_folder(submissions)
     raise typer.Exit(run_exam_grading(exam_id, submissions, out=out, course_path=course, jobs=jobs, roster=roster,
                                       timestamps=timestamps, answers_only=answers_only, db=db,
                                       trust_file_times=trust_file_times))

@@ -36,25 +36,24 @@ import csv
 import json
 import os
 import stat
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from grader.course import Exam, LatePolicy
+from grader.course import Exam
 from grader.exams.answers_file import read_bounded
+# The policy and its rule are shared with homework deadlines; re-exported for the exam modules.
+from grader.late_policy import (  # noqa: F401
+    EARLIEST, LATEST, UNKNOWN_NOTE, LatePolicy, Lateness, TimeUnusable, in_range, judge_lateness, late_factor,
+)
+from grader.late_policy import parse_nbgrader_timestamp as _parse_nbgrader_timestamp
+from grader.late_policy import parse_time as _parse_time
 
 METADATA_FILE = ".submission.json"
 NBGRADER_TIMESTAMP = "timestamp.txt"
 MAX_METADATA_BYTES = 4096      # a few fields
 MAX_TIMESTAMP_BYTES = 128      # "2026-04-20 02:55:01.123456 UTC" is 30
 MAX_FILES_FOR_MTIME = 10_000
-# Times outside these years are no submission time (2**40 seconds is the year 36812).
-EARLIEST, LATEST = datetime(2000, 1, 1, tzinfo=timezone.utc), datetime(2200, 1, 1, tzinfo=timezone.utc)
-UNKNOWN_NOTE = "lateness unknown"
-
-
-class TimeUnusable(ValueError):
-    """A recorded time cannot be used; the message is a fixed text (never the record's)."""
 
 
 @dataclass(frozen=True)
@@ -64,36 +63,8 @@ class Stamp:
     source: str                      # manifest | metadata | nbgrader | mtime | none
 
 
-@dataclass(frozen=True)
-class Lateness:
-    submitted_at: str | None
-    deadline: str | None
-    source: str
-    late_min: float                  # 0 when on time
-    flagged: bool                    # late at all (even within the grace period)
-    factor: float                    # what the exam score is multiplied by
-    note: str
-    known: bool = True               # False: no usable submission time or deadline; see the note
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
 def parse_time(text: str, exam: Exam) -> datetime:
-    value = datetime.fromisoformat(str(text).strip())
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=exam.starts_at.tzinfo if exam.starts_at else timezone.utc)
-    return in_range(value)
-
-
-def in_range(value: datetime) -> datetime:
-    """``value`` if it is a plausible submission time, else TimeUnusable."""
-    try:
-        if EARLIEST <= value <= LATEST:
-            return value
-    except (OverflowError, ValueError):   # a time zone offset that pushes it past year 1 or 9999
-        pass
-    raise TimeUnusable(f"a time outside {EARLIEST.year}-{LATEST.year}")
+    return _parse_time(text, exam.starts_at.tzinfo if exam.starts_at else None)
 
 
 def read_manifest(path: Path, exam: Exam) -> dict[str, Stamp]:
@@ -113,12 +84,7 @@ def read_manifest(path: Path, exam: Exam) -> dict[str, Stamp]:
 
 
 def parse_nbgrader_timestamp(text: str, exam: Exam) -> datetime:
-    """nbgrader's default format (``Exchange.timestamp_format``, time zone
-    UTC), ``2026-04-20 02:55:01.123456 UTC``, or any ISO 8601 time."""
-    head, _, zone = text.strip().rpartition(" ")
-    if head and zone.upper() in ("UTC", "GMT"):
-        return in_range(datetime.fromisoformat(head).replace(tzinfo=timezone.utc))
-    return parse_time(text, exam)
+    return _parse_nbgrader_timestamp(text, exam.starts_at.tzinfo if exam.starts_at else None)
 
 
 def _newest_mtime(entry: Path) -> float | None:
@@ -220,44 +186,13 @@ def deadline(exam: Exam, stamp: Stamp, extra_min: float = 0.0) -> datetime | Non
     return start + timedelta(minutes=exam.time_limit_min + extra_min)
 
 
-def late_factor(policy: LatePolicy, late_min: float) -> tuple[float, str]:
-    """(score factor, why) for a submission ``late_min`` minutes after the deadline."""
-    if late_min <= 0:
-        return 1.0, "on time"
-    if late_min <= policy.grace_min:
-        return 1.0, f"{late_min:.1f} min late, within the {policy.grace_min:g} min grace period"
-    if policy.max_late_min is not None and late_min > policy.max_late_min:
-        return 0.0, f"{late_min:.1f} min late, more than {policy.max_late_min:g} min: zero"
-    if policy.action == "accept":
-        return 1.0, f"{late_min:.1f} min late (accepted)"
-    if policy.action == "zero":
-        return 0.0, f"{late_min:.1f} min late: zero"
-    charged = late_min - policy.grace_min
-    factor = max(0.0, 1.0 - policy.penalty_per_min * charged)
-    return factor, f"{late_min:.1f} min late: -{100 * (1 - factor):.0f}% ({policy.penalty_per_min:g} per minute after the grace period)"
-
-
 def assess(exam: Exam, stamp: Stamp, extra_min: float = 0.0) -> Lateness:
-    """Lateness of one submission under the exam's policy; unknown (factor 1,
-    ``known`` False) without a usable submission time or deadline."""
+    """Lateness of one submission under the exam's policy (grader/late_policy.py);
+    unknown (factor 1, ``known`` False) without a usable submission time or deadline."""
     try:
         due = deadline(exam, stamp, extra_min)
-        if stamp.submitted_at is not None and due is not None:
-            late_min = max(0.0, (stamp.submitted_at - due).total_seconds() / 60)
-        else:
-            late_min = None
     except (OverflowError, ValueError):                      # a start or extra time beyond datetime's range
-        due, late_min = None, None
-    if late_min is None:
-        why = ("no usable submission time on record" if stamp.submitted_at is None
-               else "no deadline (the exam has no start time)")
-        return Lateness(_iso(stamp.submitted_at), _iso(due), stamp.source, 0.0, False, 1.0,
-                        f"{UNKNOWN_NOTE}: {why}", known=False)
-    factor, note = late_factor(exam.late_policy, late_min)
-    if stamp.source == "mtime" and late_min > 0:
-        note += " (from file times: check them)"
-    return Lateness(_iso(stamp.submitted_at), _iso(due), stamp.source, round(late_min, 2), late_min > 0, factor, note)
-
-
-def _iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value else None
+        due = None
+    return judge_lateness(stamp.submitted_at, due, exam.late_policy, stamp.source,
+                          no_deadline="no deadline (the exam has no start time)",
+                          caution="from file times: check them" if stamp.source == "mtime" else "")

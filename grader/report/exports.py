@@ -22,34 +22,32 @@ def _cell(text: str) -> str:
     return "'" + text if text[:1] in ("=", "+", "-", "@") else text
 
 
+def _adjustment_text(r: Record) -> str:
+    """"by prof at 2026-...: +2 (regrade request)" (grades.csv column adjustment), or ""."""
+    a = r.adjustment
+    return _cell(f"by {a['by']} at {a['at']}: {a['change']} ({a['reason']})") if a else ""
+
+
 def write_grades_csv(records: list[Record], path: Path) -> None:
-    """student, exercise, points, max_points, status, reason: one row per
-    result (the reason says why a result is not graded normally, e.g. unreadable)."""
+    """student, exercise, points, max_points, status, reason (why a result is
+    not graded normally, e.g. unreadable), then graded_points (the judge's
+    score, before the instructor's adjustment) and the adjustment, then the
+    homework late policy's verdict: unpenalised_points (before it), late_min,
+    late_factor and lateness (its note; "lateness unknown: ..." when no
+    submission time is on record; empty without a due time): one row per result."""
     with open(path, "w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
-        writer.writerow(["student", "exercise", "points", "max_points", "status", "reason"])
+        writer.writerow(["student", "exercise", "points", "max_points", "status", "reason", "graded_points",
+                         "adjustment", "unpenalised_points", "late_min", "late_factor", "lateness"])
         for r in sorted(records, key=lambda r: (r.key.student, r.key.exercise)):
+            graded = r.points if r.graded_points is None else r.graded_points
+            late = r.lateness or {}
             writer.writerow([r.key.student, r.key.exercise, _points(r.points), _points(r.max_points), r.status,
-                             _cell(r.reason) if r.status != "graded" else ""])
-
-
-def write_wide_csv(records: list[Record], path: Path, course) -> None:
-    """student, one column per exercise of the course and per exam with
-    results (its total after the late policy), total: the shape most LMS
-    gradebook imports expect."""
-    points: dict[str, dict[str, float]] = {}
-    maxima: dict[str, float] = {}
-    for r in records:
-        points.setdefault(r.key.student, {})[r.key.exercise] = r.points
-        maxima[r.key.exercise] = max(maxima.get(r.key.exercise, 0.0), r.max_points)
-    exams = [x for x in course.exams if x.id in maxima]
-    exercises = [e.id for e in course.exercises] + [x.id for x in exams]
-    with open(path, "w", newline="", encoding="utf-8") as fh:
-        writer = csv.writer(fh)
-        writer.writerow(["student", *(f"{e.id} {e.slug} ({e.points:g})" for e in course.exercises),
-                         *(f"{x.id} ({maxima[x.id]:g})" for x in exams), "total"])
-        for student, row in sorted(points.items()):
-            writer.writerow([student, *(_points(row.get(e, 0.0)) for e in exercises), _points(sum(row.values()))])
+                             _cell(r.reason) if r.status != "graded" else "",
+                             _points(graded), _adjustment_text(r),
+                             _points(late.get("unpenalised_points", r.points)),
+                             _points(late["late_min"]) if late.get("known") else "",
+                             f"{late['factor']:g}" if late else "", _cell(late.get("note", ""))])
 
 
 def write_results_json(records: list[Record], path: Path) -> None:
@@ -65,6 +63,12 @@ def write_results_json(records: list[Record], path: Path) -> None:
             "course_version": r.key.course_version,
             "points": r.points,
             "max_points": r.max_points,
+            # the judge's score before the instructor's adjustment (grader adjust), and that adjustment
+            "graded_points": r.points if r.graded_points is None else r.graded_points,
+            "adjustment": r.adjustment,
+            # homework deadlines (grader/deadlines.py): submitted_at, deadline, source, late_min, flagged,
+            # factor, note, known, unpenalised_points; null when the assignment has no due time
+            "lateness": r.lateness,
             "status": r.status,
             "reason": r.reason,
             "checks": [

@@ -37,8 +37,10 @@ class Limits:
         """From the course's ``grading`` section (any object with the five
         fields); ``timeout_s`` and ``memory_mb``, when given, override it (the
         command line's ``--timeout`` and ``--memory``)."""
-        return cls(timeout_s=float(timeout_s or grading.timeout_s), cpu_s=float(grading.cpu_s),
-                   memory_mb=int(memory_mb or grading.memory_mb), output_limit_kb=int(grading.output_limit_kb),
+        # `is None`, not `or`: an explicit 0 must not silently become the course's value
+        # (the CLI refuses it; a caller passing one gets the limit it asked for).
+        return cls(timeout_s=float(grading.timeout_s if timeout_s is None else timeout_s), cpu_s=float(grading.cpu_s),
+                   memory_mb=int(grading.memory_mb if memory_mb is None else memory_mb), output_limit_kb=int(grading.output_limit_kb),
                    threads=int(grading.threads))
 
 

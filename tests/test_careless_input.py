@@ -1,0 +1,117 @@
+"""Careless input gets a clear answer (issue 15, item 8): each mistake an
+instructor can make on the command line is refused before any work, with
+exit status 2, the option or folder named, and no traceback."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from grader.course import REPO_ROOT
+from grader.gradebook import Gradebook
+
+# (case id, argv with {class}/{student}/{empty}/{db}/{tmp} placeholders, text the answer must contain)
+CASES = [
+    ("timeout-negative", ["grade", "{class}", "--timeout", "-5"], "--timeout"),
+    ("timeout-zero", ["grade", "{class}", "--timeout", "0"], "--timeout"),
+    ("timeout-nan", ["grade", "{class}", "--timeout", "nan"], "--timeout"),
+    ("memory-zero", ["grade", "{class}", "--memory", "0"], "--memory"),
+    ("memory-tiny", ["grade", "{class}", "--memory", "16"], "--memory"),
+    ("jobs-zero", ["grade", "{class}", "--jobs", "0"], "--jobs"),
+    ("grade-missing-folder", ["grade", "{tmp}/no-such-class"], "does not exist"),
+    ("grade-one-student", ["grade", "{student}"], "ONE student's folder"),
+    ("grade-checkout", ["grade", "{checkout}"], "ONE student's folder"),
+    ("grade-one-nbgrader-student", ["grade", "{nbgrader_student}"], "ONE student's folder"),
+    ("grade-empty-class", ["grade", "{empty}"], "holds no submission"),
+    ("grade-unknown-exercise", ["grade", "{class}", "-e", "99", "--db", "{tmp}/g.db", "--out", "{tmp}/o"], "99"),
+    ("grade-unknown-assignment", ["grade", "{class}", "--assignment", "nope", "--db", "{tmp}/g.db"], "nope"),
+    ("grade-unknown-exam", ["grade", "{class}", "--exam", "nope", "--db", "{tmp}/g.db"], "nope"),
+    ("grade-unknown-executor", ["grade", "{class}", "--executor", "slurm", "--db", "{tmp}/g.db"], "slurm"),
+    ("exam-grade-unknown-exam", ["exam", "grade", "nope", "{class}"], "nope"),
+    ("exam-grade-one-student", ["exam", "grade", "midterm", "{student}"], "ONE student's folder"),
+    ("exam-grade-empty", ["exam", "grade", "midterm", "{empty}"], "holds no submission"),
+    ("exam-variant-unknown", ["exam", "variant", "nope", "s1", "--no-key"], "nope"),
+    ("similarity-empty", ["similarity", "{empty}"], "holds no submission"),
+    ("similarity-unknown-exercise", ["similarity", "{class}", "-e", "99"], "99"),
+    ("similarity-json-missing-folder", ["similarity", "{class}", "--json", "{tmp}/nowhere/s.json"], "--json"),
+    ("selftest-unknown-exercise", ["selftest", "99"], "99"),
+    ("check-unknown-exercise", ["check", "99"], "99"),
+    ("check-json-missing-folder", ["check", "01", "--json", "{tmp}/nowhere/m.json"], "--json"),
+    ("push-mistyped-nbgrader-db", ["push", "nbgrader", "attention", "--db", "{db}", "--nbgrader-db",
+                                   "{tmp}/gradebok.db"], "--nbgrader-db"),
+    ("push-missing-db", ["push", "nbgrader", "attention", "--db", "{tmp}/nope.db"], "--db"),
+    ("push-unknown-assignment", ["push", "nbgrader", "nope", "--db", "{db}", "--nbgrader-db", "{db}"], "nope"),
+    ("export-csv-missing-folder", ["export", "csv", "{tmp}/no-such-dir/grades.csv", "--db", "{db}"], "does not exist"),
+    ("export-csv-missing-db", ["export", "csv", "{tmp}/grades.csv", "--db", "{tmp}/nope.db"], "--db"),
+    ("export-gradescope-missing-folder", ["export", "gradescope", "{tmp}/no-such-dir/a.zip"], "does not exist"),
+    ("export-gradescope-unknown-assignment", ["export", "gradescope", "{tmp}/a.zip", "--assignment", "nope"], "nope"),
+    ("grade-extensions-missing", ["grade", "{class}", "--extensions", "{tmp}/nope.csv"], "--extensions"),
+    ("grade-extensions-unknown-assignment", ["grade", "{class}", "--extensions", "{bad_extensions}", "--db",
+                                            "{tmp}/g.db"], "no assignment or exercise 'nope'"),
+    ("grade-timestamps-not-a-time", ["grade", "{class}", "--timestamps", "{bad_timestamps}", "--db", "{tmp}/g.db"],
+     "submitted_at: not an ISO time"),
+    ("grade-db-is-a-folder", ["grade", "{class}", "--db", "{tmp}"], "--db"),
+    ("grade-unknown-student", ["grade", "{class}", "--student", "nobody"], "--student"),
+    ("grade-exam-force", ["grade", "{class}", "--exam", "midterm", "--force"], "--force"),
+    ("adjust-no-reason", ["adjust", "s1", "01", "--delta", "1", "--db", "{db}"], "--reason"),
+    ("adjust-two-changes", ["adjust", "s1", "01", "--delta", "1", "--points", "2", "--reason", "x", "--db", "{db}"],
+     "exactly one of --points, --delta, --clear"),
+    ("adjust-unknown-exercise", ["adjust", "s1", "99", "--delta", "1", "--reason", "x", "--db", "{db}"], "EXERCISE"),
+    ("adjust-no-result", ["adjust", "s1", "01", "--delta", "1", "--reason", "x", "--db", "{db}"], "STUDENT"),
+    ("adjust-missing-db", ["adjust", "s1", "01", "--delta", "1", "--reason", "x", "--db", "{tmp}/no.db"], "--db"),
+    ("export-canvas-unknown-id-column", ["export", "canvas", "{tmp}/c.csv", "--db", "{db}", "--id-column", "name"],
+     "--id-column"),
+    ("export-moodle-missing-folder", ["export", "moodle", "{tmp}/nowhere/m.csv", "--db", "{db}"], "does not exist"),
+    ("release-student-unknown-through", ["release", "student", "{tmp}/rel", "--through", "nope"], "--through"),
+    ("release-nbgrader-unknown-assignment", ["release", "nbgrader", "{tmp}/nb", "-a", "nope"], "--assignment"),
+]
+
+
+@pytest.fixture(scope="module")
+def places(tmp_path_factory) -> dict[str, Path]:
+    tmp = tmp_path_factory.mktemp("careless")
+    klass = tmp / "class"
+    (klass / "s1" / "01_softmax").mkdir(parents=True)
+    (klass / "s1" / "01_softmax" / "softmax.py").write_text("def softmax(x, dim=-1):\n    return x\n")
+    checkout = tmp / "checkout"
+    (checkout / "exercises" / "01_softmax").mkdir(parents=True)
+    (checkout / "README.md").write_text("the student's clone\n")
+    (tmp / "submitted" / "s1" / "attention").mkdir(parents=True)       # nbgrader's collected layout
+    (tmp / "submitted" / "s1" / "attention" / "01_softmax.ipynb").write_text("{}")
+    (tmp / "empty").mkdir()
+    (tmp / "empty" / ".DS_Store").write_text("")        # hidden files are no submission
+    with Gradebook(tmp / "grades.db"):
+        pass
+    (tmp / "ext.csv").write_text("student_id,assignment,extra_min\ns1,nope,60\n")
+    (tmp / "stamps.csv").write_text("student_id,submitted_at\ns1,last tuesday\n")
+    return {"nbgrader_student": tmp / "submitted" / "s1", "bad_extensions": tmp / "ext.csv", "bad_timestamps": tmp / "stamps.csv", "class": klass, "student": klass / "s1", "checkout": checkout, "empty": tmp / "empty",
+            "db": tmp / "grades.db", "tmp": tmp}
+
+
+@pytest.mark.parametrize("argv, named", [pytest.param(a, n, id=i) for i, a, n in CASES])
+def test_careless_input_is_refused_clearly(places, argv, named):
+    args = [part.format(**{k: str(v) for k, v in places.items()}) for part in argv]
+    # A wide terminal: click's error box must not wrap the option's name.
+    run = subprocess.run([sys.executable, "-m", "grader", *args], cwd=REPO_ROOT, capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "COLUMNS": "400"})
+    answer = run.stdout + run.stderr
+    assert run.returncode == 2, answer
+    assert named in answer, answer
+    assert "Traceback" not in answer, answer
+
+
+def test_a_mistyped_nbgrader_db_is_not_created(places):
+    mistyped = places["tmp"] / "gradebok-typo.db"
+    subprocess.run([sys.executable, "-m", "grader", "push", "nbgrader", "attention", "--db", str(places["db"]),
+                    "--nbgrader-db", str(mistyped)], cwd=REPO_ROOT, capture_output=True, timeout=120)
+    assert not mistyped.exists()
+
+
+def test_a_class_folder_is_not_mistaken_for_one_student(places):
+    from grader.input_checks import class_folder_problem
+
+    assert class_folder_problem(places["class"]) is None
+    assert class_folder_problem(places["tmp"] / "submitted", {"attention"}) is None
