@@ -1,6 +1,7 @@
 """A whole term in one test (issue 15): the students' release, two
 assignments with due times, one late student and one with an extension,
-an adjustment, a regrade, and the exports an LMS takes.
+an adjustment, a regrade, the exports an LMS takes, the similarity list
+and the feedback handed back to each student.
 
 Three students clone the release and hand in exercise 01 (assignment
 `attention`) and 07 (assignment `layers`):
@@ -107,3 +108,16 @@ def test_a_whole_term(course, tmp_path):
     assert by_student["ben"][5:9] == [f"{softmax.points * 0.88:g}", f"{pe.points:g}", "", ""]  # 02-05 never handed in
     assert by_student["cy"][5:7] == [f"{softmax.points:g}", "3"]
     assert {row[0]: row[1:3] for row in moodle[1:]} == {s: row[5:7] for s, row in by_student.items()}
+
+    # ana and ben handed in the same 01 (the reference, here): the similarity list says so.
+    alike = _grader("similarity", klass, "-e", "01", "--course", course_file)
+    assert "'ana' ~ 'ben'" in alike.stdout
+
+    # One folder per student to hand back, holding only that student's results.
+    _grader("feedback", tmp_path / "handback", "--db", db, "--course", course_file)
+    for student in ("ana", "ben", "cy"):
+        folder = tmp_path / "handback" / student
+        assert (folder / "index.html").is_file() and (folder / "feedback.md").is_file()
+        others = {"ana", "ben", "cy"} - {student}
+        text = (folder / "index.html").read_text(encoding="utf-8") + (folder / "feedback.md").read_text(encoding="utf-8")
+        assert not any(f">{other}<" in text or f" {other} " in text for other in others), student
