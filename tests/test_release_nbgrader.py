@@ -270,8 +270,16 @@ def test_cli_release_and_push(tmp_path, course):
                if (REPO_ROOT / "solutions" / course.exercise(i).folder).is_dir()]
     assert f"source/attention: {', '.join(written)}" in result.output
     result = runner.invoke(app, ["release", "nbgrader", str(tmp_path / "course"), "-a", "nope"])
-    assert result.exit_code == 1 and "no assignment 'nope'" in result.output
+    assert result.exit_code == 2 and "nope" in result.output  # an unknown id is careless input (exit 2)
     _records(tmp_path / "grades.db", course, {("alice", "02"): 5.0})
+    # nbgrader creates its gradebook (generate_assignment, autograde); push never creates one.
+    from nbgrader.api import Gradebook as NbGradebook
+
+    from grader.release.nbgrader import alembic_on_path
+
+    alembic_on_path()
+    with NbGradebook(f"sqlite:///{tmp_path / 'gradebook.db'}"):
+        pass
     result = runner.invoke(app, ["push", "nbgrader", "attention", "--db", str(tmp_path / "grades.db"),
                                  "--nbgrader-db", str(tmp_path / "gradebook.db")])
     assert result.exit_code == 0, result.output
