@@ -60,7 +60,9 @@ def test_a_fresh_cpu_mask_in_forward_fails_the_device_check_only(judge, tmp_path
     failed = _failed(result)
     assert set(failed) == {"05-forward-device"}, failed
     reason, hints = failed["05-forward-device"]
-    assert "another device" in reason and hints[0] == "mask-cpu-loop", failed
+    # A device hint: 05 has no mask-cpu-loop variant, so its mask-not-buffer variant, which
+    # fails this check the same way, is what the judge can offer (as "possibly").
+    assert "another device" in reason and hints[0] in ("mask-cpu-loop", "mask-not-buffer"), failed
     # Not the variant whose mask is a plain attribute: the buffer is registered here.
     assert "mask-not-buffer" not in _confirmed(result)
 
