@@ -82,7 +82,8 @@ def test_attn_must_exist_before_the_first_forward(judge, tmp_path):
 def test_a_shape_error_on_the_meta_device_is_no_device_failure(judge, tmp_path):
     failed = _failed(_grade(judge, "11", "shape_error_11.py", tmp_path))
     reason, hints = failed["11-device"]
-    assert reason == "raised RuntimeError" and "mask-cpu-loop" not in hints, failed["11-device"]
+    # The failure is named by its kind (a shape error, in fixed words), never as a device failure.
+    assert reason.startswith("a shape error") and "mask-cpu-loop" not in hints, failed["11-device"]
     assert not any("another device" in why for why, _ in failed.values())
 
 
