@@ -86,3 +86,28 @@ def test_the_figures_labels_fit_the_references_map(exercise_id, folder, module, 
     queries, keys = figure.axes
     assert tuple(found.shape) == (len(queries), len(keys))
     assert abs(float(found.sum()) - len(queries)) < 1e-6  # rows of weights, each summing to 1
+
+
+def test_the_judge_records_the_instructors_labels_with_the_numbers():
+    """grader/judge.py ``_figures``: the axes come from the Figure (trusted),
+    the numbers from the runs; a student's run that failed records None."""
+    import torch
+
+    from grader.checks import CheckPlan
+    from grader.judge import _figures
+    from grader.sandbox.model import CallResult, RunResult
+
+    [figure] = figures_for(COURSE.exercise("11"))
+    plan = CheckPlan.build([], figures=[figure])
+    reference = torch.tensor([[1.0, 0.0], [0.3, 0.7]])
+
+    def ran(status: str, calls: list) -> RunResult:
+        return RunResult(status=status, calls=calls, reason="", stdout="", stderr="", wall_s=0.0)
+
+    expected = ran("ok", [CallResult(True, {"cross_attention": reference})])
+    for run, mine in ((ran("ok", [CallResult(True, {"cross_attention": reference * 0.5})]), (reference * 0.5).tolist()),
+                      (ran("timeout", []), None),
+                      (ran("ok", [CallResult(True, {"cross_attention": "<b>x</b>"})]), None)):
+        found = _figures(plan, run, expected)["copy-cross-attention"]
+        assert found["student"] == mine and found["expected"] == reference.tolist()
+        assert found["axes"] == [list(figure.axes[0]), list(figure.axes[1])]
