@@ -36,7 +36,7 @@ import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
 from coursekit.loader import load_module  # noqa: E402
-from coursekit.probes.attention_maps import (COPY_SOURCE, copy_cross_attention, recorded_attention,  # noqa: E402
+from coursekit.probes.attention_maps import (copy_cross_attention, recorded_attention,  # noqa: E402
                                              without_positional_encoding)
 from coursekit.probes.copy_task import END, START  # noqa: E402
 from grader.report.attention_figures import Panel, attention_figure  # noqa: E402
