@@ -8,6 +8,8 @@ import inside a function counts the same as one at the top of a module.
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -216,3 +218,15 @@ def test_each_stage_folder_says_what_flows_in_and_out(folder):
     assert init.is_file(), f"grader/{folder}/ has modules but no __init__.py to say what it is"
     doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
     assert doc.strip(), f"grader/{folder}/__init__.py opens without a docstring"
+
+
+def test_the_command_line_registers_every_feature_check_of_the_course():
+    """The course model imports no feature; the `grader` command imports them
+    all, so `grader validate` (and every command) still checks the exams.
+    In a fresh interpreter: registration must not depend on a test's imports."""
+    code = ("import grader.cli\n"
+            "from grader.course.model import _COURSE_CHECKS\n"
+            "print(sorted(_COURSE_CHECKS))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "['exams']"

@@ -16,6 +16,10 @@ from grader.cli.input_checks import (
 from grader.cli.release import push_app, release_app, release_course
 from grader.course import CourseError, load_course
 
+# A feature that adds to course.yaml registers its check with load_course when
+# imported (the course model imports no feature): every command checks exams.
+import grader.exams  # noqa: F401,E402
+
 app = typer.Typer(help="Grade the attention & Transformers course.", no_args_is_help=True, add_completion=False)
 
 

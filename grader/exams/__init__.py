@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from grader.course.model import Course, register_course_check
+from grader.course import Course, register_course_check
 
 
 def _check_exams(course: Course, root: Path, check_files: bool) -> list[tuple[str, str]]:
