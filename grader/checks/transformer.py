@@ -379,10 +379,8 @@ CHECKS = requiring(CHECKS, {
     "11-copy-task": ("11-forward-logits",),
 })
 
-# The student's copy model after the hidden check's training (the same
-# settings: seed, steps, length), its decoder's cross-attention on the
-# source 3 4 5 6 7 8 next to the reference's: a diagonal when it copies.
-# Never scored; the README shows the same picture (docs/figures/).
+# The copy model after the hidden check's training (same seed, steps, length): its cross-attention
+# next to the reference's, a diagonal when it copies. Never scored; the README shows it too.
 _FIGURE_SOURCE = [3, 4, 5, 6, 7, 8]
 FIGURES = [
     Figure(

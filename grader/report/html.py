@@ -7,29 +7,18 @@ import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from jinja2 import Environment, PackageLoader, select_autoescape
+from jinja2 import Environment
 
 from grader.course import Course
-from grader.feedback import STATUSES, beyond_status, status_text
+from grader.feedback import STATUSES, status_text
 from grader.gradebook import Record
 from grader.report import plots
 from grader.report.feedback import instructor_details
 from grader.report.student_page import render_student_page
+from grader.report.templating import environment  # noqa: F401  (callers import it from here)
 
 # Kept for callers that want English words only; the one table is grader.feedback.STATUSES.
 STATUS_TEXT = {status: text.en for status, text in STATUSES.items()}
-
-
-def environment() -> Environment:
-    """The report templates (grader/report/templates), autoescaped, with
-    their filters: ``pct``, ``pts`` and ``placeholders``."""
-    env = Environment(loader=PackageLoader("grader.report", "templates"), autoescape=select_autoescape(["html"]))
-    env.filters["pct"] = lambda x: f"{100 * x:.0f}%"
-    env.filters["pts"] = lambda x: f"{x:.2f}".rstrip("0").rstrip(".")
-    env.filters["beyond_status"] = lambda record: beyond_status(record.status, record.reason)
-    # An exam question's {size}: each student saw their own number there.
-    env.filters["placeholders"] = lambda text: re.sub(r"\{(\w+)\}", "⟨\\1⟩", text)
-    return env
 
 
 def page_name(student: str) -> str:

@@ -16,6 +16,7 @@ from grader.gradebook import Record
 from grader.report import svg
 from grader.report.attention_figures import FigureDataError, student_attention
 from grader.report.feedback import exercise_feedback
+from grader.report.templating import environment
 
 ATTENTION_CAPTION = ("Your model's attention beside the reference's, on the same input.",
                      "你的模型与参考答案在同一输入上的注意力。")
@@ -45,8 +46,6 @@ def render_student_page(course: Course, student: str, exercises: list[Exercise],
     next to ``class_mean`` (exercise id -> mean score 0..1), the exams'
     sections (``exams``: [(exam, its total row or None)]), figures and
     feedback. ``standalone``: no link back to the class report."""
-    from grader.report.html import environment
-
     hints = {p.id: p.hint for p in course.pitfalls}
     figure = svg.score_bars(
         [e.id for e in exercises],
