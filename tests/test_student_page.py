@@ -58,7 +58,7 @@ def test_a_model_that_gave_no_usable_map_gets_the_reference_alone_with_a_note(mi
     [figure] = _attention_svgs(html)
     assert _weights(figure) == [v for row in REFERENCE for v in row]
     texts = " ".join("".join(t.itertext()) for t in figure.iter(f"{SVG}text"))
-    assert "reference's alone" in texts and "只显示参考答案的" in texts
+    assert "reference's alone" in texts and "只显示参考实现的" in texts
 
 
 def test_the_class_report_and_grader_watch_render_the_same_page(tmp_path):

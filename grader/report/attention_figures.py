@@ -201,6 +201,6 @@ def student_attention(student: object, reference: object, queries: list, keys: l
         mine = None
         note = ("Your model gave no attention weights of this shape (it failed, or computes its softmax "
                 "by hand): the reference's alone.",
-                "你的模型没有给出这个形状的注意力权重（运行失败，或手写了 softmax）：只显示参考答案的。")
+                "你的模型没有给出这个形状的注意力权重（运行失败，或手写了 softmax）：只显示参考实现的。")
     return attention_figure([Panel(("yours", "你的"), mine, queries, keys),
-                             Panel(("reference", "参考答案"), reference, queries, keys)], caption, note=note)
+                             Panel(("reference", "参考实现"), reference, queries, keys)], caption, note=note)

@@ -19,7 +19,7 @@ from grader.report.feedback import exercise_feedback
 from grader.report.templating import environment
 
 ATTENTION_CAPTION = ("Your model's attention beside the reference's, on the same input.",
-                     "你的模型与参考答案在同一输入上的注意力。")
+                     "你的模型与参考实现在同一输入上的注意力。")
 
 
 def figure_markup(data: dict) -> Markup:
