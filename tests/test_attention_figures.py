@@ -185,3 +185,21 @@ def test_the_readmes_show_their_figures(folder, readme):
     shown = set(re.findall(r"!\[[^\]]+\]\(\.\./\.\./docs/figures/([\w.]+\.svg)\)", text))
     assert shown == READMES[folder]
     assert all((FIGURES / name).is_file() for name in shown)
+
+
+def test_the_figure_script_makes_every_committed_figure(monkeypatch):
+    """docs/figures/make_figures.py, shortened (a few training steps): it
+    still writes every figure the READMEs show, well-formed. (Its full run,
+    ``--check``, compares with the committed bytes: about 20 s.)"""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_figures", FIGURES / "make_figures.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    monkeypatch.setattr(script, "COPY", {**script.COPY, "steps": 5})
+    monkeypatch.setattr(script, "GPT_TRAINING", {**script.GPT_TRAINING, "steps": 3})
+    made = script.make_all()
+    assert set(made) == FIGURE_NAMES
+    for svg in made.values():
+        assert _weights(_parse(svg))
+    assert "Beautiful is better than ugly." in script.zen_of_python()
