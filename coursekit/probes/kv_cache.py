@@ -156,7 +156,7 @@ def padded(module: ModuleType, config: dict, seed: int, prompts: list[torch.Tens
         gpt.tok_emb.weight[pad_id] += 10.0
     again.append(_pad_run(module, gpt, config, idx, pad_mask, next_ids))
     vocab = torch.arange(config["vocab_size"]) != pad_id   # a tied head moves the pad token's own logit
-    same = all(torch.allclose(a[:, vocab], r[:, vocab], atol=1e-9, rtol=0)
+    same = all(torch.allclose(a[:, vocab], r[:, vocab], atol=1e-9, rtol=0, equal_nan=True)
                for run in again for a, r in zip(run, rows, strict=True))
     return {"rows": rows, "pad_invariant": same}
 
@@ -202,3 +202,67 @@ def cache_api(module: ModuleType, config: dict, seed: int, sizes: list[int]) -> 
                 torch.equal(v_all, torch.cat([s[1] for s in seen[layer]], dim=2))
         lengths.append(len(cache))
     return {"lengths": lengths, "concatenated": bool(concatenated)}
+
+
+# --- what a wrong result is made of (public tests' diagnoses) -----------------
+
+def _record_positions(gpt: nn.Module, seen: list) -> object:
+    """Record every tensor ``gpt.pos_emb`` is called with, as (b, n) rows."""
+    def hook(_module, args):
+        if args and isinstance(args[0], torch.Tensor):
+            seen.append(args[0].detach().reshape(-1, args[0].shape[-1]).clone())
+    return gpt.pos_emb.register_forward_pre_hook(hook)
+
+
+@torch.no_grad()
+def positions_seen(module: ModuleType, config: dict, seed: int, idx: torch.Tensor, chunks: list[int],
+                   pad_mask: torch.Tensor | None = None) -> list[list[list[int]]]:
+    """The positions forward_cached looks up in pos_emb at each step (a
+    prefill, then chunks of ``chunks``' sizes), one list per row; with
+    ``pad_mask`` (b, idx's length) the steps get its columns so far."""
+    gpt = model(module, config, seed)
+    cache = new_cache(module, config)
+    found: list[list[list[int]]] = []
+    start = 0
+    for size in chunks:
+        seen: list[torch.Tensor] = []
+        handle = _record_positions(gpt, seen)
+        try:
+            mask = None if pad_mask is None else pad_mask[:, :start + size]
+            module.forward_cached(gpt, idx[:, start:start + size], cache, mask)
+        finally:
+            handle.remove()
+        rows = seen[0].expand(idx.size(0), -1) if seen and seen[0].size(0) == 1 else (seen[0] if seen else None)
+        found.append(None if rows is None else rows.tolist())
+        start += size
+    return found
+
+
+@torch.no_grad()
+def sees_the_cache(module: ModuleType, config: dict, seed: int, idx: torch.Tensor, prefill: int) -> bool:
+    """Does the one-token step after a prefill of ``prefill`` tokens change
+    when the cached tokens 1 .. prefill-1 change (it must: it attends to them)?"""
+    gpt = model(module, config, seed)
+    other = idx.clone()
+    other[:, 1:prefill] = (idx[:, 1:prefill] + 1) % config["vocab_size"]
+    steps = []
+    for tokens in (idx, other):
+        cache = new_cache(module, config)
+        module.forward_cached(gpt, tokens[:, :prefill], cache)
+        steps.append(module.forward_cached(gpt, tokens[:, prefill:prefill + 1], cache))
+    return not torch.allclose(steps[0], steps[1], atol=1e-9, rtol=0)
+
+
+@torch.no_grad()
+def chunk_is_causal(module: ModuleType, config: dict, seed: int, idx: torch.Tensor, prefill: int) -> bool:
+    """After a prefill, a chunk of the remaining tokens: do the chunk's first
+    token's logits stay the same when the chunk's last token changes (they must)?"""
+    gpt = model(module, config, seed)
+    other = idx.clone()
+    other[:, -1] = (idx[:, -1] + 1) % config["vocab_size"]
+    firsts = []
+    for tokens in (idx, other):
+        cache = new_cache(module, config)
+        module.forward_cached(gpt, tokens[:, :prefill], cache)
+        firsts.append(module.forward_cached(gpt, tokens[:, prefill:], cache)[:, 0])
+    return torch.allclose(firsts[0], firsts[1], atol=1e-9, rtol=0)
