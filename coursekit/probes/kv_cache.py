@@ -110,9 +110,9 @@ def generation(module: ModuleType, config: dict, seed: int, idx: torch.Tensor, m
 
 @torch.no_grad()
 def context_limit(module: ModuleType, config: dict, seed: int, idx: torch.Tensor) -> dict:
-    """``idx`` holds context_length + 1 tokens. The exception (type) of:
-    appending one position to a full cache; forward_cached of one token
-    after a full prefill; and len(cache) after that attempt."""
+    """``idx`` holds context_length + 1 tokens. The exception ({"type": name
+    or None}) of: appending one position to a full cache; forward_cached of
+    one token after a full prefill; and len(cache) after that attempt."""
     gpt = model(module, config, seed)
     context = config["context_length"]
     full = new_cache(module, config)
@@ -123,7 +123,8 @@ def context_limit(module: ModuleType, config: dict, seed: int, idx: torch.Tensor
     cache = new_cache(module, config)
     module.forward_cached(gpt, idx[:, :context], cache)
     forward = _error(lambda: module.forward_cached(gpt, idx[:, context:context + 1], cache))
-    return {"append": append, "forward": forward, "length": len(cache) if forward is not None else None}
+    return {"append": {"type": append}, "forward": {"type": forward},
+            "length": len(cache) if forward is not None else None}
 
 
 def _pad_run(module: ModuleType, gpt: nn.Module, config: dict, idx: torch.Tensor, pad_mask: torch.Tensor,

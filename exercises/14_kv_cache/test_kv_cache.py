@@ -49,9 +49,9 @@ def test_cache_counts_and_returns_everything_so_far(student):
 
 def test_cache_never_grows_past_the_context(student):
     result = probes.context_limit(student, MODEL, 2, tokens(2, 2, MODEL["context_length"] + 1))
-    expect.equal(result["append"], "ValueError", what="cache.append to a cache holding context_length=8 positions: "
+    expect.equal(result["append"]["type"], "ValueError", what="cache.append to a cache holding context_length=8 positions: "
                                                        "the exception raised", pitfalls=["cache-past-context"])
-    expect.equal(result["forward"], "ValueError", what="forward_cached of a 9th token after 8 cached: the exception "
+    expect.equal(result["forward"]["type"], "ValueError", what="forward_cached of a 9th token after 8 cached: the exception "
                                                         "raised", pitfalls=["cache-past-context"])
     expect.equal(result["length"], MODEL["context_length"], what="len(cache) after that refused forward_cached")
 
