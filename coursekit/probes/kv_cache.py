@@ -267,3 +267,23 @@ def chunk_is_causal(module: ModuleType, config: dict, seed: int, idx: torch.Tens
         module.forward_cached(gpt, tokens[:, :prefill], cache)
         firsts.append(module.forward_cached(gpt, tokens[:, prefill:], cache)[:, 0])
     return torch.allclose(firsts[0], firsts[1], atol=1e-9, rtol=0)
+
+
+def cached_placement(module: ModuleType, config: dict, idx: torch.Tensor, prefill: int,
+                     pad_mask: torch.Tensor | None = None) -> dict:
+    """:func:`coursekit.probes.placement.placement` of a prefill of
+    ``prefill`` tokens and one more step through forward_cached with a new
+    cache (and ``pad_mask`` when given), on PyTorch's meta device: every mask,
+    position and cache tensor must be made on the inputs' device."""
+    from coursekit.probes.placement import placement
+
+    gpt_module = shipped_gpt(module)
+
+    def run(gpt: nn.Module, tokens: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        cache = new_cache(module, config)
+        first = module.forward_cached(gpt, tokens[:, :prefill], cache, None if mask is None else mask[:, :prefill])
+        step = module.forward_cached(gpt, tokens[:, prefill:prefill + 1], cache,
+                                     None if mask is None else mask[:, :prefill + 1])
+        return torch.cat([first, step], dim=1)
+
+    return placement(lambda: gpt_module.GPT(**config), (idx, pad_mask), call=run)

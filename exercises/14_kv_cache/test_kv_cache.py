@@ -205,6 +205,17 @@ def test_generate_batch_refuses_more_than_the_context(student):
                                                     "(context_length=8): the exception raised")
 
 
+@pytest.mark.parametrize("padded", [False, True], ids=["plain", "padded"])
+def test_runs_on_the_inputs_device(student, padded):
+    # PyTorch's meta device stands in for a GPU: a mask or position tensor
+    # created without device= lands on the CPU and meets the inputs' device.
+    idx, pad_mask = probes.left_pad(PROMPTS, PAD) if padded else (tokens(19, 2, 5), None)
+    result = probes.cached_placement(student, MODEL, idx, 4, pad_mask)
+    expect.equal(result["placement"], "ok",
+                 what="the model, idx and pad_mask on the meta device: every tensor forward_cached makes on idx's "
+                      f"device (create masks and positions with device=idx.device) {result['detail']}".rstrip())
+
+
 def test_uses_no_builtin_attention(student):
     probes.steps(student, MODEL, 0, tokens(17, 1, 4), [4])  # a stub has nothing to inspect yet
     expect.no_forbidden_calls(student, advice="use the shipped model's own layers")

@@ -13,6 +13,7 @@ import torch
 
 from grader.checks import (Check, all_of, deep_close, error_type_equal, no_forbidden_calls, plain_equal, requiring,
                            tensors_close, text)
+from grader.checks.devices import device_check
 from grader.checks.gpt import block_config
 from grader.sandbox import ProbeCall
 
@@ -126,6 +127,23 @@ def _cache_calls(gen: torch.Generator) -> list[ProbeCall]:
     return calls
 
 
+def _device_calls(gen: torch.Generator) -> list[ProbeCall]:
+    """A prefill and a step, without padding and with a left-padded batch."""
+    calls = []
+    for padded in (False, True):
+        config = model_config(gen)
+        context = config["context_length"]
+        prefill = _int(gen, 1, context - 1)
+        idx = _tokens(gen, config, (2, prefill + 1))
+        pad_mask = None
+        if padded:
+            pad_mask = torch.zeros(2, prefill + 1, dtype=torch.bool)
+            pad_mask[1, :_int(gen, 0, prefill - 1)] = True
+        calls.append(ProbeCall(f"{PROBES}:cached_placement", {"config": config, "idx": idx, "prefill": prefill,
+                                                             "pad_mask": pad_mask}))
+    return calls
+
+
 CHECKS = requiring([
     Check(
         id="14-steps",
@@ -219,5 +237,7 @@ CHECKS = requiring([
                        plain_equal("concatenated", reason="append does not return all keys and values so far")),
         seed=7,
     ),
+    device_check("14-device", _device_calls, owner="forward_cached", pitfalls=(), seed=8),
     no_forbidden_calls("14", requires=("14-steps",)),
-], {"14-context-limit": ("14-steps",), "14-batch-too-long": ("14-batch",), "14-cache": ("14-steps",)})
+], {"14-context-limit": ("14-steps",), "14-batch-too-long": ("14-batch",), "14-cache": ("14-steps",),
+    "14-device": ("14-steps",)})
