@@ -29,7 +29,7 @@ sys.path.insert(0, str(REPO))
 
 from coursekit.loader import load_module  # noqa: E402
 from grader.course import load_course  # noqa: E402
-from grader.submissions import assemble  # noqa: E402
+from grader.intake.submissions import assemble  # noqa: E402
 
 
 def reference_module(workdir: Path):

@@ -18,7 +18,7 @@ from coursekit.probes import kv_cache as probes
 from grader.checks import CheckPlan
 from grader.checks import kv_cache as checks
 from grader.course import REPO_ROOT, load_course
-from grader.submissions import assemble
+from grader.intake.submissions import assemble
 from probecalls import same
 
 CORPUS = REPO_ROOT / "tests" / "accuracy" / "14"
