@@ -218,6 +218,8 @@ def test_each_stage_folder_says_what_flows_in_and_out(folder):
     assert init.is_file(), f"grader/{folder}/ has modules but no __init__.py to say what it is"
     doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
     assert doc.strip(), f"grader/{folder}/__init__.py opens without a docstring"
+    starts = [line.split(":")[0] for line in doc.splitlines()]
+    assert "In" in starts and "Out" in starts, f"grader/{folder}/__init__.py: say what flows in (In:) and out (Out:)"
 
 
 def test_the_command_line_registers_every_feature_check_of_the_course():
