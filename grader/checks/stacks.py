@@ -306,6 +306,8 @@ def _check(kind: StackKind, case: Case) -> Check:
     if case.what == "device":
         return device_check(case.id, lambda gen: placement_calls(kind, gen, case),
                             owner=f"{kind.layer} and {kind.stack}", pitfalls=case.pitfalls, seed=case.seed)
+    if case.message is None:
+        raise ValueError(f"{case.id}: a {case.what} check needs a message")
     build = _CALLS.get(case.what, weighted_calls)
     return Check(id=case.id, weight=case.weight, message=case.message, calls=lambda gen: build(kind, gen, case),
                  compare=_compare(kind, case), pitfalls=case.pitfalls, seed=case.seed)
