@@ -176,30 +176,10 @@ def adjust(
 ) -> None:
     """Adjust one result by hand, with a reason; the history is kept (never
     an overwrite) and the newest adjustment is in effect in every export."""
-    from grader.gradebook.adjustments import AdjustmentRefused, current_user, history_lines, make_adjustment
-    from grader.gradebook import Gradebook, GradebookError
+    from grader.gradebook.session import run_adjust
 
-    try:
-        loaded = load_course(course, check_files=False)
-        with Gradebook(db) as book:
-            if list_:
-                lines = history_lines(book, student)
-                typer.echo("\n".join(lines) if lines else f"{db}: no adjustment or regrade"
-                           + (f" of {student}" if student else ""))
-                return
-            if not student or not exercise:
-                raise AdjustmentRefused("give STUDENT and EXERCISE (or --list)")
-            made, now = make_adjustment(book, loaded, student, exercise, points=points, delta=delta, clear=clear,
-                                        reason=reason, made_by=by or current_user())
-    except AdjustmentRefused as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
-    except (CourseError, GradebookError) as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(2) from exc
-    before = now.graded_points if now.graded_points is not None else now.points
-    typer.echo(f"{student} {exercise}: {made.change()} by {made.made_by} ({made.reason}); "
-               f"now {now.points:g}/{now.max_points:g} (graded {before:g})")
+    raise typer.Exit(run_adjust(db, course, student, exercise, points=points, delta=delta, clear=clear, reason=reason,
+                                made_by=by, list_only=list_))
 
 
 @app.command("sync-shipped")
