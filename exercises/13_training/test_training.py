@@ -81,10 +81,10 @@ def test_train_step_takes_one_clean_step_per_batch(student):
         if all(torch.allclose(last[k], v, atol=1e-9) for k, v in accumulated["parameters"][-1].items() if k in last):
             yield "zero-grad-forgotten"
 
-    expect.that(all(type(v) is float for v in result["losses"]), what=what + ": the returned loss",
-                expected="a Python float (loss.item())", actual=f"{result['losses']}")
+    expect.that(result["floats"], what=what + ": the returned loss",
+                expected="a Python float (loss.item())", actual="another type")
     expect_parameters(result["parameters"], expected["parameters"], what, diagnose=diagnose)
-    expect.close(torch.tensor(result["losses"]), torch.tensor(expected["losses"]), atol=1e-9,
+    expect.close(result["losses"], expected["losses"], atol=1e-9,
                  what=what + ": the losses returned (before each step)")
 
 
@@ -123,9 +123,10 @@ def test_estimate_loss_in_eval_mode_without_gradients(student):
     expect.equal(result["grad"], [False] * 4, what=what + ": gradients recorded during each forward pass "
                                                           "(torch.is_grad_enabled())", pitfalls=["eval-mode-missing"])
     expected = probes.oracle_estimate(config, 5, batches)
-    expect.that(result["loss"] is not None and abs(result["loss"] - expected) < 1e-9, what=what,
+    got = result["loss"].item()
+    expect.that(abs(got - expected) < 1e-9, what=what,
                 expected=f"a Python float, the mean of the 4 losses in eval mode: {expected:.6f}",
-                actual=f"{result['loss']!r}")
+                actual="not a Python float" if got != got else f"{got:.6f}")
 
 
 # --- train -----------------------------------------------------------------------
