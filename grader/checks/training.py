@@ -125,7 +125,13 @@ CHECKS = [
                      "get_batch：在随机起点截取的数据窗口（每个起点都可能被抽到），目标向后错开一个 token，"
                      "形状 (batch_size, context_length)，类型 torch.long"),
         calls=_batch_calls,
-        compare=plain_equal(reason="wrong windows, targets, shapes or starts"),
+        # One reason per fact: a failure's kind names what went wrong, and
+        # only a variant that goes wrong the same way is offered as a hint.
+        compare=all_of(plain_equal("shapes", reason="wrong shapes"), plain_equal("dtypes", reason="wrong dtypes"),
+                       plain_equal("x_windows", reason="x is not a window of the data"),
+                       plain_equal("y_next", reason="y is not the window one token later"),
+                       plain_equal("starts_in_range", reason="a start out of range"),
+                       plain_equal("every_start_drawn", reason="some start is never drawn")),
         pitfalls=("targets-not-shifted",),
     ),
     Check(
@@ -195,7 +201,12 @@ CHECKS = [
                      "train：每步一个 (batch_size, context_length) 的批次，每步记录一个损失；每 eval_every 步和"
                      "最后一步之后计算验证集损失；训练与评估各在其模式下进行；小模型能学会一段周期性文本"),
         calls=_loop_calls,
-        compare=plain_equal(reason="wrong history, shapes, modes, or no learning"),
+        compare=all_of(plain_equal("n_train", reason="not one training loss per step"),
+                       plain_equal("train_floats", reason="training losses are not Python floats"),
+                       plain_equal("val_steps", reason="held-out losses after the wrong steps"),
+                       plain_equal("shapes", reason="batches of the wrong shape"),
+                       plain_equal("modes", reason="forward passes in the wrong mode"),
+                       plain_equal("learned", reason="the held-out loss did not fall")),
         pitfalls=("train-mode-missing", "eval-mode-missing", "zero-grad-forgotten"),
         seed=6,
     ),
