@@ -162,14 +162,13 @@ def oracle_steps(config: dict, seed: int, batches: list, lr: float, grad_clip: f
 
 def estimate(module: ModuleType, config: dict, seed: int, batches: list) -> dict:
     """``estimate_loss`` on a seeded :class:`ProbeLM` with dropout, left in
-    training mode beforehand (as ``train_step`` leaves it): the value, the
-    mode and gradient recording of each forward pass, and whether the
-    parameters collected gradients."""
+    training mode beforehand (as ``train_step`` leaves it): the value (NaN
+    when it is not a Python float), and the mode and gradient recording of
+    each forward pass."""
     model = probe_model(config, seed).train()
     value = module.estimate_loss(model, batches)
     return {"loss": _values([value]), "training": [seen["training"] for seen in model.seen],
-            "grad": [seen["grad"] for seen in model.seen],
-            "grads_left": any(p.grad is not None for _, p in own_named_parameters(model))}
+            "grad": [seen["grad"] for seen in model.seen]}
 
 
 @torch.no_grad()
