@@ -33,9 +33,9 @@ from grader.course import REPO_ROOT, Course, Exercise, Text
 from grader.failures import (DETAIL_LIMIT, NOT_RUN, Failure, check_failure, fails_alike, first_failure,
                              same_signature)
 from grader.feedback import Phrase, both, missing_names, run_cause, source_problem
-from grader.pitfalls import load_variants
+from grader.course.pitfalls import load_variants
 from grader.sandbox import CallResult, RunResult, Sandbox
-from grader.submissions import assemble
+from grader.intake.submissions import assemble
 
 
 # At most this many unconfirmed pitfalls are offered per failed check.

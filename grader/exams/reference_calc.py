@@ -156,7 +156,7 @@ def compute_many(course, requests: list[tuple[str, tuple]], root: Path) -> list:
 
 
 def _run_child(course, requests: list[tuple[str, tuple]], root: Path) -> list:
-    from grader.submissions import assemble
+    from grader.intake.submissions import assemble
 
     if not requests:
         return []

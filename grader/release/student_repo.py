@@ -24,7 +24,7 @@ from pathlib import Path
 import yaml
 
 from grader.course import Course, Exercise
-from grader.pitfalls import load_variants, variants_file
+from grader.course.pitfalls import load_variants, variants_file
 from grader.release.common import ReleaseError, available_exercises, notebook_name, student_course_data
 
 TORCH_PIN = "torch==2.13.0"

@@ -90,7 +90,7 @@ def write_html_report(course: Course, records: list[Record], out: Path, *,
     give the exam's column in the class table and its section on each
     student's page (its statistics come through ``exam_stats``,
     grader/exams/stats.py). ``students_only``: write these students' pages
-    and nothing else (``grader feedback``, grader/handback.py).
+    and nothing else (``grader feedback``, grader/report/handback.py).
     ``similarity``: (grader/report/similarity.py reports, why none) for the
     overview's section on suspiciously alike submissions."""
     from grader.exams.records import is_exam_row

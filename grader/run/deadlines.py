@@ -1,6 +1,6 @@
 """Homework deadlines: when each submission was handed in, when it was due
 for that student, and what the assignment's late policy makes of it (the
-rule is the exams' one, grader/late_policy.py).
+rule is the exams' one, grader/course/late_policy.py).
 
 The deadline of a student's exercise is its assignment's ``due`` in
 course.yaml, moved by an extension from ``grader grade --extensions FILE``
@@ -37,10 +37,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, tzinfo
 from pathlib import Path
 
-from grader.bounded_read import read_bounded
+from grader.intake.bounded_read import read_bounded
 from grader.course import Assignment, Course
-from grader.gradebook import Key, Record
-from grader.late_policy import Lateness, TimeUnusable, judge_lateness, parse_nbgrader_timestamp, parse_time
+from grader.gradebook.records import Key
+from grader.course.late_policy import Lateness, TimeUnusable, judge_lateness, parse_nbgrader_timestamp, parse_time
 
 NBGRADER_TIMESTAMP = "timestamp.txt"
 MAX_TIMESTAMP_BYTES = 128
@@ -229,17 +229,3 @@ def assess_class(course: Course, submissions, keys: list[Key], times: HomeworkTi
             lateness = dataclasses.replace(lateness, note=lateness.note + " (extended deadline)")
         found[key] = lateness
     return found, problems
-
-
-def apply_lateness(records: list[Record], lateness: dict[Key, dict]) -> list[Record]:
-    """``records`` with the late factor applied to ``points`` (after any
-    adjustment), ``lateness`` holding the assessment and the points before it."""
-    out = []
-    for record in records:
-        late = lateness.get(record.key)
-        if late is None:
-            out.append(record)
-            continue
-        out.append(dataclasses.replace(record, points=record.points * late["factor"],
-                                       lateness={**late, "unpenalised_points": record.points}))
-    return out

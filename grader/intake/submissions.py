@@ -10,7 +10,7 @@ the references (only the exercise's own symbols are graded).
 A notebook can stand in for the module: nbgrader's collected
 ``submitted/<student>/<assignment>/NN_slug.ipynb``, a plain ``NN_slug.ipynb``
 in the student's folder, or the one beside the stub in a student checkout;
-its answer cell becomes the module (``grader.notebooks``). Homework is taken
+its answer cell becomes the module (``grader.intake.notebooks``). Homework is taken
 only from its own assignment's folder, never from an exam's.
 
 Nothing here imports or runs student code, and nothing follows a link:
@@ -36,7 +36,7 @@ from grader.intake.archive import read_zip, unpack_zip_checked
 from grader.intake.errors import UNREADABLE, internal_reason, plain_path
 from grader.intake.tree import SKIPPED_FOLDERS
 from grader.intake.names import STUDENT_ID_RE, placeholder_id, usable_student_id, visible
-from grader.notebooks import MAX_NOTEBOOK_BYTES, NotebookError, answer_from_notebook
+from grader.intake.notebooks import MAX_NOTEBOOK_BYTES, NotebookError, answer_from_notebook
 
 __all__ = ["MAX_ARCHIVE_BYTES", "MAX_ARCHIVE_MEMBERS", "MAX_MODULE_BYTES", "STUDENT_ID_RE", "UNREADABLE",
            "ExerciseSubmission", "Submission", "SubmissionError", "assemble", "collect", "unpack_zip"]

@@ -11,7 +11,7 @@ Nothing is overwritten: a result that is recorded again under the same key
 ``superseded_results`` in the same transaction. The instructor's manual
 adjustments (``grader adjust``) are rows of ``adjustments``, never edits of
 a result; the newest for a (student, exercise) is applied when results are
-read for reports and exports (grader/adjustments.py), so they survive
+read for reports and exports (grader/gradebook/adjustments.py), so they survive
 regrades and resumed runs.
 """
 from __future__ import annotations
@@ -20,8 +20,10 @@ import json
 import sqlite3
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
+
+from grader.gradebook.adjustments import Adjustment, apply_adjustments
+from grader.gradebook.records import Key, Record, apply_lateness, record_from_row
 
 SCHEMA_VERSION = 3
 
@@ -48,7 +50,7 @@ SUPERSEDED_TABLE = """CREATE TABLE IF NOT EXISTS superseded_results (
 )"""
 LATENESS_TABLE = """CREATE TABLE IF NOT EXISTS lateness (
     student TEXT NOT NULL, exercise TEXT NOT NULL, content_hash TEXT NOT NULL, course_version TEXT NOT NULL,
-    lateness TEXT NOT NULL,   -- JSON: grader/late_policy.py's Lateness
+    lateness TEXT NOT NULL,   -- JSON: grader/course/late_policy.py's Lateness
     PRIMARY KEY (student, exercise, content_hash, course_version)
 )"""
 # One transaction: a grader killed while creating the file leaves no tables
@@ -85,36 +87,6 @@ MIGRATIONS: dict[int, tuple[str, ...]] = {
 
 class GradebookError(Exception):
     """The gradebook cannot be opened or written; the message says why."""
-
-
-@dataclass(frozen=True)
-class Key:
-    student: str
-    exercise: str
-    content_hash: str
-    course_version: str
-
-
-@dataclass(frozen=True)
-class Record:
-    key: Key
-    points: float
-    max_points: float
-    status: str
-    reason: str
-    verdicts: list[dict]
-    graded_at: float
-    figures: dict = field(default_factory=dict)
-    # Set when read for reports (Gradebook.records, grader/adjustments.py):
-    # the judge's score before the instructor's adjustment, and that adjustment.
-    graded_points: float | None = None
-    adjustment: dict | None = None
-    # ... and the homework late policy's verdict (grader/deadlines.py), with the points before it.
-    lateness: dict | None = None
-
-
-def _record(row: tuple) -> Record:
-    return Record(Key(*row[:4]), row[4], row[5], row[6], row[7], json.loads(row[8]), row[9], json.loads(row[10]))
 
 
 class Gradebook:
@@ -191,7 +163,7 @@ class Gradebook:
             "SELECT * FROM results WHERE student=? AND exercise=? AND content_hash=? AND course_version=?",
             (key.student, key.exercise, key.content_hash, key.course_version),
         ).fetchone()
-        return None if row is None else _record(row)
+        return None if row is None else record_from_row(row)
 
     def records(self, course_version: str, *, adjusted: bool = True) -> Iterator[Record]:
         """The newest record of each (student, exercise) for this course
@@ -208,14 +180,11 @@ class Gradebook:
             (course_version,),
         )
         for row in rows:
-            yield _record(row)
+            yield record_from_row(row)
 
     def finalise(self, records: list[Record]) -> list[Record]:
         """``records`` as reports show them: the instructor's adjustment in
-        effect applied, then the late policy (grader/adjustments.py, grader/deadlines.py)."""
-        from grader.adjustments import apply_adjustments
-        from grader.deadlines import apply_lateness
-
+        effect applied, then the late policy (grader/gradebook/adjustments.py, grader/gradebook/records.py)."""
         lateness = {}
         for *key, text in self._db.execute("SELECT * FROM lateness"):
             lateness[Key(*key)] = json.loads(text)
@@ -254,8 +223,6 @@ class Gradebook:
 
     def adjustments(self, student: str | None = None) -> list:
         """Every adjustment (of ``student``, when given), oldest first."""
-        from grader.adjustments import Adjustment
-
         rows = self._db.execute(
             "SELECT student, exercise, kind, value, reason, made_by, made_at, course_version, content_hash, id "
             "FROM adjustments WHERE ? IS NULL OR student = ? ORDER BY made_at, id", (student, student))
@@ -265,7 +232,7 @@ class Gradebook:
         """Results that a regrade replaced, with when: (record, superseded_at), oldest first."""
         rows = self._db.execute("SELECT * FROM superseded_results WHERE ? IS NULL OR student = ? "
                                 "ORDER BY superseded_at", (student, student))
-        return [(_record(row[:11]), row[11]) for row in rows]
+        return [(record_from_row(row[:11]), row[11]) for row in rows]
 
     def integrity_problems(self) -> list[str]:
         """SQLite's own integrity check plus ours: JSON that parses, points in range."""

@@ -1,4 +1,4 @@
-"""The base of course.yaml's models (grader/course.py, grader/exam_schema.py):
+"""The base of course.yaml's models (grader/course/model.py, grader/course/exam_schema.py):
 strict (unknown keys are errors, values frozen), and texts in two languages."""
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""``grader exam ...``: the exam commands (a typer sub-app mounted by grader/cli.py)."""
+"""``grader exam ...``: the exam commands (a typer sub-app mounted by
+grader/cli/app.py); the work is done in grader/exams/."""
 from __future__ import annotations
 
 import json
@@ -7,11 +8,11 @@ from pathlib import Path
 
 import typer
 
-from grader.course import DEFAULT_COURSE_FILE, CourseError, load_course
+from grader.cli.input_checks import CourseOption
+from grader.course import CourseError, load_course
 
 exam_app = typer.Typer(help="Exams: per-student variants, building, grading.", no_args_is_help=True)
 
-CourseOption = typer.Option(DEFAULT_COURSE_FILE, "--course", help="Path to course.yaml.")
 EXIT_BAD_INPUT, EXIT_GRADER_BROKEN = 2, 3
 
 
@@ -88,7 +89,8 @@ def build(exam_id: str = typer.Argument(..., help="Exam id (course.yaml exams)."
           exchange: Path = typer.Option(None, "--exchange", help="With --nbgrader: Exchange.root in its nbgrader_config.py."),
           course: Path = CourseOption) -> None:
     """One folder per student: stubs, public tests with their sizes, questions, answers.yaml."""
-    from grader.exams.build import RosterError, build_exam, read_roster
+    from grader.exams.build import RosterError, read_roster
+    from grader.exams.build_class import build_exam
     from grader.release.common import ReleaseError
 
     loaded, exam, root = _load(course, exam_id)
@@ -130,7 +132,7 @@ def grade(exam_id: str = typer.Argument(..., help="Exam id (course.yaml exams)."
           course: Path = CourseOption) -> None:
     """Grade an exam's answers and code, each student with their variant; apply the late policy."""
     from grader.exams.session import run_exam_grading
-    from grader.input_checks import check_class_folder
+    from grader.cli.input_checks import check_class_folder
 
     check_class_folder(submissions)
     raise typer.Exit(run_exam_grading(exam_id, submissions, out=out, course_path=course, jobs=jobs, roster=roster,

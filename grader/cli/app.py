@@ -1,4 +1,6 @@
-"""The ``grader`` command."""
+"""The ``grader`` command: the root app, its commands, and the sub-apps
+mounted on it (release, push, exam, export). Each command parses its options
+and hands them to one function of the pipeline."""
 from __future__ import annotations
 
 import os
@@ -6,19 +8,24 @@ from pathlib import Path
 
 import typer
 
-from grader.course import DEFAULT_COURSE_FILE, CourseError, load_course
-from grader.input_checks import check_class_folder, check_ids, check_students, existing_parent, memory_mib, positive_seconds
+from grader.cli.exam import exam_app
+from grader.cli.export import export_app
+from grader.cli.input_checks import (
+    CourseOption, check_class_folder, check_students, existing_parent, memory_mib, positive_seconds,
+)
+from grader.cli.release import push_app, release_app, release_course
+from grader.course import CourseError, load_course
+
+# A feature that adds to course.yaml registers its check with load_course when
+# imported (the course model imports no feature): every command checks exams.
+import grader.exams  # noqa: F401,E402
 
 app = typer.Typer(help="Grade the attention & Transformers course.", no_args_is_help=True, add_completion=False)
-
 
 
 @app.callback()
 def _root() -> None:
     """Grade the attention & Transformers course."""
-
-
-CourseOption = typer.Option(DEFAULT_COURSE_FILE, "--course", help="Path to course.yaml.")
 
 
 @app.command()
@@ -47,7 +54,7 @@ def selftest(
     from rich.console import Console
     from rich.table import Table
 
-    from grader.selftest import check_exercises
+    from grader.proofs.selftest import check_exercises
 
     try:
         # Only the named exercises must be complete; the others may be work in progress.
@@ -85,7 +92,7 @@ def check(
     from rich.console import Console
     from rich.table import Table
 
-    from grader.check_matrix import check_course, rows_as_json
+    from grader.proofs.check_matrix import check_course, rows_as_json
     from grader.judge import Judge
     from grader.sandbox import Limits, Sandbox
 
@@ -140,7 +147,7 @@ def grade(
 
     Exits 0 when grading completed (whatever the students scored), non-zero
     only when the grader could not do its job."""
-    from grader.session import run_grading
+    from grader.run.session import run_grading
 
     check_class_folder(submissions, course)
     check_students(submissions, student or [])
@@ -203,7 +210,7 @@ def similarity(
     from rich.console import Console
     from rich.markup import escape
 
-    from grader.similarity_run import class_similarity, write_json
+    from grader.run.similarity import class_similarity, write_json
 
     check_class_folder(submissions)
     try:
@@ -242,7 +249,7 @@ def adjust(
 ) -> None:
     """Adjust one result by hand, with a reason; the history is kept (never
     an overwrite) and the newest adjustment is in effect in every export."""
-    from grader.adjustments import AdjustmentRefused, current_user, history_lines, make_adjustment
+    from grader.gradebook.adjustments import AdjustmentRefused, current_user, history_lines, make_adjustment
     from grader.gradebook import Gradebook, GradebookError
 
     try:
@@ -308,137 +315,15 @@ def main() -> None:
     app()
 
 
-# --- release (issue 6): the students' repository, the nbgrader course, pushing scores
-# Kept in one block at the end of this file; the work is done in grader/release/.
-release_app = typer.Typer(help="Release the course: students' repository, nbgrader course.", no_args_is_help=True)
+# The sub-apps, each in its own module (grader/cli/release.py,
+# grader/cli/exam.py, grader/cli/export.py).
 app.add_typer(release_app, name="release")
-push_app = typer.Typer(help="Push the gradebook's scores to other systems.", no_args_is_help=True)
 app.add_typer(push_app, name="push")
-
-
-def _release_course(course: Path):
-    """The course for a release: files are checked per exercise (the course
-    lists exercises before they are written; only written ones are released)."""
-    try:
-        return load_course(course, check_files=False)
-    except CourseError as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(2) from exc
-
-
-@release_app.command("student")
-def release_student(
-    out: Path = typer.Argument(..., help="Folder for the students' repository."),
-    through: str = typer.Option(None, "--through", help="Release the assignments up to this one (course.yaml order), "
-                                "or 'all'. Required when the course has several assignments."),
-    notebooks: bool = typer.Option(True, "--notebooks/--no-notebooks", help="Also write NN_slug.ipynb beside each stub."),
-    force: bool = typer.Option(False, "--force", help="Replace an earlier release in OUT (its .git is kept)."),
-    course: Path = CourseOption,
-) -> None:
-    """Write the repository students clone, and check it leaks nothing.
-
-    Later exercises ship earlier ones' solutions as working code, so each
-    release goes up to an assignment, published once those before it are over."""
-    from grader.release.common import ReleaseError
-    from grader.release.student_repo import ALL, find_leaks, shipped_solutions, write_student_repo
-
-    loaded, root = _release_course(course), course.resolve().parent
-    if through is None:
-        if len(loaded.assignments) > 1:
-            choices = "\n".join(f"  --through {a.id:<14} {', '.join(a.exercises)}" for a in loaded.assignments)
-            typer.echo(f"choose how far to release (the assignments up to the one named):\n{choices}\n"
-                       f"  --through {ALL:<14} every exercise", err=True)
-            raise typer.Exit(2)
-        through = ALL
-    check_ids("--through", [through], [a.id for a in loaded.assignments], also=(ALL,))
-    try:
-        written = write_student_repo(loaded, root, out, notebooks=notebooks, force=force, through=through)
-    except ReleaseError as exc:
-        typer.echo(f"release failed: {exc}", err=True)
-        raise typer.Exit(1) from exc
-    if shipped := shipped_solutions(written):
-        owners = {e: a.id for a in loaded.assignments for e in a.exercises}
-        typer.echo("it holds the working solutions of " + ", ".join(f"{e} ({owners.get(e, 'no assignment')})"
-                   for e in shipped) + ": publish it only once those assignments are over", err=True)
-    leaks = find_leaks(out, loaded, root, written)
-    for leak in leaks:
-        typer.echo(f"LEAK {leak}", err=True)
-    if leaks:
-        typer.echo(f"{out}: {len(leaks)} instructor-only text(s) found: do not publish this release", err=True)
-        raise typer.Exit(1)
-    typer.echo(f"{out}: {len(written)} exercises ({', '.join(e.folder for e in written)}); no leak found")
-
-
-@release_app.command("nbgrader")
-def release_nbgrader(
-    out: Path = typer.Argument(..., help="The nbgrader course directory (source/ and nbgrader_config.py are written)."),
-    assignments: list[str] = typer.Option(None, "--assignment", "-a", help="Only these assignments (default: all)."),
-    exchange: Path = typer.Option(None, "--exchange", help="Write Exchange.root into nbgrader_config.py."),
-    course: Path = CourseOption,
-) -> None:
-    """Generate nbgrader's source notebooks and config from course.yaml."""
-    from grader.release.common import ReleaseError
-    from grader.release.nbgrader import write_course
-
-    loaded = _release_course(course)
-    check_ids("--assignment", assignments or [], [a.id for a in loaded.assignments])
-    try:
-        release = write_course(loaded, course.resolve().parent, out, assignment_ids=assignments, exchange=exchange)
-    except (ReleaseError, ImportError) as exc:
-        typer.echo(f"release failed: {exc}", err=True)
-        raise typer.Exit(1) from exc
-    for assignment, folders in release.assignments.items():
-        skipped = release.skipped[assignment]
-        typer.echo(f"source/{assignment}: {', '.join(folders) or 'no notebook'}"
-                   + (f" (not written yet: {', '.join(skipped)})" if skipped else ""))
-    typer.echo(f"next: cd {out} && nbgrader generate_assignment <assignment>")
-
-
-@push_app.command("nbgrader")
-def push_nbgrader(
-    assignment: str = typer.Argument(..., help="The assignment id (course.yaml assignments)."),
-    db: Path = typer.Option(Path("grades.db"), "--db", exists=True, dir_okay=False,
-                            help="Our gradebook (written by grader grade)."),
-    # Must exist: nbgrader creates it (generate_assignment); a typo must not start an empty one.
-    nbgrader_db: Path = typer.Option(Path("gradebook.db"), "--nbgrader-db", exists=True, dir_okay=False,
-                                     help="nbgrader's gradebook (the course directory's gradebook.db)."),
-    course: Path = CourseOption,
-) -> None:
-    """Write our scores into nbgrader's gradebook so formgrader shows them."""
-    from grader.release.common import ReleaseError
-    from grader.release.nbgrader import next_steps, push_scores
-
-    loaded = _release_course(course)
-    check_ids("ASSIGNMENT", [assignment], [a.id for a in loaded.assignments])
-    try:
-        report = push_scores(loaded, db, nbgrader_db, assignment, course.resolve().parent)
-    except (ReleaseError, ImportError) as exc:
-        typer.echo(f"push failed: {exc}", err=True)
-        raise typer.Exit(1) from exc
-    from grader.intake.names import visible
-
-    for line in report.skipped:
-        typer.echo(f"skipped {visible(line, 300)}", err=True)  # may name students: control bytes shown, not sent
-    typer.echo(f"{nbgrader_db}: {report.notebooks} notebook score(s) of {report.students} student(s) pushed")
-    steps, warnings = next_steps(nbgrader_db.resolve().parent, assignment)
-    for line in warnings:
-        typer.echo(line, err=True)
-    typer.echo("\n".join(steps))
-
-
-# ---------------------------------------------------------------- exams (issue 8)
-from grader.exams.cli import exam_app  # noqa: E402  (the sub-app; its commands live with the exam code)
-
 app.add_typer(exam_app, name="exam")
-
-
-# ---------------------------------------------------------------- exports (issue 9)
-from grader.export_cli import export_app  # noqa: E402  (the sub-app; its commands live in grader/export_cli.py)
-
 app.add_typer(export_app, name="export")
 
 
-# --- feedback hand-back (issue 15): one folder or zip per student; the work is in grader/handback.py
+# --- feedback hand-back (issue 15): one folder or zip per student; the work is in grader/report/handback.py
 @app.command()
 def feedback(
     out: Path = typer.Argument(..., help="Folder for the students' folders (or zips)."),
@@ -447,10 +332,10 @@ def feedback(
     course: Path = CourseOption,
 ) -> None:
     """Write each student's feedback (page, figures, results in English and Chinese), ready to hand back."""
-    from grader.handback import HandBackError, hand_back
+    from grader.report.handback import HandBackError, hand_back
 
     try:
-        done = hand_back(_release_course(course), db, out, zipped=zipped)
+        done = hand_back(release_course(course), db, out, zipped=zipped)
     except (HandBackError, OSError) as exc:
         typer.echo(f"feedback failed: {exc}", err=True)
         raise typer.Exit(1) from exc

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.course import REPO_ROOT, Course, Exercise
-from grader.public_runs import CaseResult, run_cases, standard_cases
+from grader.proofs.public_runs import CaseResult, run_cases, standard_cases
 
 MIN_PUBLIC_TESTS = 5
 

@@ -25,7 +25,7 @@ import os
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
-from grader.gradebook import Record
+from grader.gradebook.records import Record
 
 KINDS = ("points", "delta", "clear")
 

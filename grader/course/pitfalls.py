@@ -19,7 +19,7 @@ from pathlib import Path
 
 import yaml
 
-VARIANTS_DIR = Path(__file__).resolve().parent
+VARIANTS_DIR = Path(__file__).resolve().parents[1] / "pitfalls"  # the yaml files stay in grader/pitfalls/
 
 
 class VariantError(Exception):

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grader.course import REPO_ROOT, Course, Exercise
-from grader.pitfalls import load_variants
+from grader.course.pitfalls import load_variants
 
 PYTEST_INI = """[pytest]
 addopts = --import-mode=importlib -p no:hypothesispytest -p no:cacheprovider

@@ -19,7 +19,7 @@ from grader.course import REPO_ROOT, Course, Exercise
 from grader.gradebook import Gradebook, Key, Record
 from grader.judge import ExerciseResult, GraderError, Judge
 from grader.sandbox import SandboxError
-from grader.submissions import UNREADABLE, ExerciseSubmission, Submission, collect
+from grader.intake.submissions import UNREADABLE, ExerciseSubmission, Submission, collect
 
 MISSING_HASH = "missing"
 GRADER_ERROR = "grader_error"   # judging raised: not the student's doing, graded again on the next run
@@ -128,7 +128,7 @@ def grade_class(course: Course, exercises: list[Exercise], submissions_dir: Path
 
     ``executor`` runs the judging (default: ``jobs`` threads here, with
     ``judge``); whatever runs it, only this process writes the gradebook.
-    ``sources`` and ``bare_modules``: see :func:`grader.submissions.collect`;
+    ``sources`` and ``bare_modules``: see :func:`grader.intake.submissions.collect`;
     ``students``: only these; ``force``: grade again what is already graded."""
     submissions = collect(submissions_dir, course, exercises, workdir, root, sources=sources,
                           bare_modules=bare_modules)

@@ -12,8 +12,8 @@ from pathlib import Path
 
 from grader.course import REPO_ROOT, Course, Exercise
 from grader.judge import ExerciseResult, Judge
-from grader.pitfalls import load_variants
-from grader.submissions import assemble
+from grader.course.pitfalls import load_variants
+from grader.intake.submissions import assemble
 
 
 @dataclass

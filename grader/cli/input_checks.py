@@ -13,10 +13,16 @@ from pathlib import Path
 
 import typer
 
+from grader.course import DEFAULT_COURSE_FILE
+
 # A name that belongs inside one student's folder, not in a folder of students:
 # an exercise folder (01_softmax), its notebook, a checkout's exercises/, an exam's answers.
 _EXERCISE_ENTRY = re.compile(r"^\d\d_[a-z0-9_]+(\.ipynb)?$")
 _STUDENT_FILES = {"answers.yaml", "course.yaml", "pyproject.toml"}
+
+
+# The --course option every command takes.
+CourseOption = typer.Option(DEFAULT_COURSE_FILE, "--course", help="Path to course.yaml.")
 
 
 def positive_seconds(value: float | None) -> float | None:

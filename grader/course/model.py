@@ -4,11 +4,15 @@ Two layers of checks, both reported with the field path they concern:
 the schema (pydantic: types, required fields, unknown keys) and the
 cross-references (pitfall ids exist, assignments name real exercises, the
 exercise and solution folders and the pitfall variants are where the course
-says they are).
+says they are). The question bank is loaded with the same schema. What a
+feature above the course model adds (the exams' expressions, placeholders and
+sample draws) is checked by the checks that feature registers
+(:func:`register_course_check`): this module imports nothing above it.
 """
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
@@ -16,13 +20,11 @@ from typing import Literal
 import yaml
 from pydantic import Field, PrivateAttr, ValidationError, field_validator
 
-# The exam models live in grader/exam_schema.py; callers import them from here.
-from grader.exam_schema import (  # noqa: F401
-    Choice, Compute, Exam, ExamExercise, ExamSettings, LatePolicy, Number, Question, QuestionBank, SizeSpec, Tolerance,
-)
-from grader.schema_base import Text, _Strict  # noqa: F401  (Text: re-exported)
+from grader.course.exam_schema import Exam, ExamSettings, Question, QuestionBank
+from grader.course.late_policy import LatePolicy
+from grader.course.schema_base import Text, _Strict
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_COURSE_FILE = REPO_ROOT / "course.yaml"
 
 
@@ -82,8 +84,8 @@ class Assignment(_Strict):
     title: Text
     exercises: list[str] = Field(min_length=1)
     # When it is due (timezone required), and what lateness costs: the exams'
-    # policy model and rule (grader/late_policy.py). Per-student extensions:
-    # grader grade --extensions; see grader/deadlines.py.
+    # policy model and rule (grader/course/late_policy.py). Per-student extensions:
+    # grader grade --extensions; see grader/run/deadlines.py.
     due: datetime | None = None
     late_policy: LatePolicy = LatePolicy()
     # Its share of the course grade in LMS exports (grader/report/lms.py);
@@ -248,7 +250,7 @@ def _cross_reference_problems(course: Course) -> list[tuple[str, str]]:
 
 def _file_problems(course: Course, root: Path) -> list[tuple[str, str]]:
     # Imported here: the variants module needs a validated Course.
-    from grader.pitfalls import VariantError, load_variants
+    from grader.course.pitfalls import VariantError, load_variants
 
     problems = []
     for i, exercise in enumerate(course.exercises):
@@ -303,20 +305,60 @@ def load_course(path: Path | str = DEFAULT_COURSE_FILE, *, check_files: bool = T
     if check_files and not problems:
         problems = _file_problems(course, path.resolve().parent)
     if not problems:
-        problems = _exam_problems(course, path.resolve().parent, check_files)
+        # Last, so that exams are only checked against exercises that are sound.
+        course._questions, problems = _question_bank(course, path.resolve().parent)
+    if not problems:
+        problems = _registered_problems(course, path.resolve().parent, check_files)
     if problems:
         raise CourseError(path, problems)
     return course
 
 
-def _exam_problems(course: Course, root: Path, check_files: bool) -> list[tuple[str, str]]:
-    """Load the question bank into ``course`` and check the exams. Last, so
-    that an exam is only checked against exercises that are sound."""
-    if not course.exams and not course.exam_settings.questions:
-        return []
-    # Imported here: the exam checks need a Course.
-    from grader.exams.validate import exam_problems, load_question_bank
+# A check of what a feature adds to the course: (course, its folder,
+# check_files) -> problems. Run by load_course once the course's own checks pass.
+CourseCheck = Callable[[Course, Path, bool], list[tuple[str, str]]]
+_COURSE_CHECKS: dict[str, CourseCheck] = {}
 
-    questions, problems = load_question_bank(course, root)
-    course._questions = questions
-    return problems or exam_problems(course, root, check_files=check_files)
+
+def register_course_check(name: str, check: CourseCheck) -> None:
+    """Have :func:`load_course` run ``check`` after its own checks (once per
+    ``name``: registering again replaces it). A feature above the course
+    model registers here when it is imported (grader/exams/__init__.py), so
+    the course model never imports it."""
+    _COURSE_CHECKS[name] = check
+
+
+def _question_bank(course: Course, root: Path) -> tuple[dict[str, Question], list[tuple[str, str]]]:
+    """The bank named by ``exam_settings.questions`` (an empty one when none is),
+    validated by its schema, with field paths prefixed by its file name."""
+    name = course.exam_settings.questions
+    if name is None:
+        if any(exam.questions for exam in course.exams):
+            return {}, [("exam_settings.questions", "exams ask questions, but no question bank is named")]
+        return {}, []
+    path = root / name
+    try:
+        # The C loader when there is one: this runs at every course load.
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except OSError as exc:
+        return {}, [("exam_settings.questions", f"{name}: cannot read: {exc.strerror}")]
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{name}: line {mark.line + 1}" if mark else name
+        return {}, [(where, f"not valid YAML: {getattr(exc, 'problem', exc)}")]
+    try:
+        bank = QuestionBank.model_validate(data)
+    except ValidationError as exc:
+        return {}, [(f"{name}: {_field_path(err['loc'])}", _error_message(err)) for err in exc.errors()]
+    problems = [(f"{name}: questions", f"question id {dup!r} is declared more than once")
+                for dup in _duplicates([q.id for q in bank.questions])]
+    return {q.id: q for q in bank.questions}, problems
+
+
+def _registered_problems(course: Course, root: Path, check_files: bool) -> list[tuple[str, str]]:
+    """The problems the first registered check that finds any reports."""
+    for check in _COURSE_CHECKS.values():
+        problems = check(course, root, check_files)
+        if problems:
+            return problems
+    return []

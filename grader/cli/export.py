@@ -1,17 +1,16 @@
 """``grader export ...``: grades for an LMS (long and wide CSV, Canvas,
 Moodle) and the course for Gradescope (a typer sub-app mounted by
-grader/cli.py; the work is done in grader/report/ and grader/scale/)."""
+grader/cli/app.py; the work is done in grader/report/ and grader/scale/)."""
 from __future__ import annotations
 
 from pathlib import Path
 
 import typer
 
-from grader.course import DEFAULT_COURSE_FILE, CourseError, load_course
-from grader.input_checks import check_ids, existing_parent
+from grader.cli.input_checks import CourseOption, check_ids, existing_parent
+from grader.course import CourseError, load_course
 
 export_app = typer.Typer(help="Export grades for an LMS, or the course to other graders.", no_args_is_help=True)
-CourseOption = typer.Option(DEFAULT_COURSE_FILE, "--course", help="Path to course.yaml.")
 
 
 def _release_course(course: Path):

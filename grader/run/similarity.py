@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from pathlib import Path
 
 from grader.course import REPO_ROOT, Course, Exercise
-from grader.submissions import collect
+from grader.intake.submissions import collect
 
 if TYPE_CHECKING:
     from grader.report.similarity import SimilarityReport

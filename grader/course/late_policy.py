@@ -1,5 +1,5 @@
 """Late policy and lateness, shared by exams (grader/exams/timing.py) and
-homework assignments (grader/deadlines.py): one model, one rule.
+homework assignments (grader/run/deadlines.py): one model, one rule.
 
 Only the deadline differs: an exam's is its start plus the time limit; an
 assignment's is its ``due`` time, moved by an extension. Given a submission
@@ -16,7 +16,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from grader.schema_base import _Strict
+from grader.course.schema_base import _Strict
 
 # Times outside these years are no submission time (2**40 seconds is the year 36812).
 EARLIEST, LATEST = datetime(2000, 1, 1, tzinfo=timezone.utc), datetime(2200, 1, 1, tzinfo=timezone.utc)

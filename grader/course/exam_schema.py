@@ -1,7 +1,8 @@
 """The models of course.yaml's ``exam_settings`` and ``exams``, and of the
 question bank file ``exam_settings.questions`` names. Their deeper checks
-(expressions, placeholders, draws) live in grader/exams/validate.py; the
-course's own models are in grader/course.py, which re-exports these."""
+(expressions, placeholders, draws) live in grader/exams/validate.py, which
+load_course runs as a registered check; the course's own models are in
+grader/course/model.py."""
 from __future__ import annotations
 
 from datetime import datetime
@@ -9,8 +10,8 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from grader.late_policy import LatePolicy  # noqa: F401  (shared with homework: grader/late_policy.py)
-from grader.schema_base import Text, _Strict
+from grader.course.late_policy import LatePolicy  # noqa: F401  (shared with homework: grader/course/late_policy.py)
+from grader.course.schema_base import Text, _Strict
 
 
 Number = int | float

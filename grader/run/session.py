@@ -12,13 +12,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from grader.deadlines import DeadlineInputError, assess_class, load_homework_times
+from grader.run.deadlines import DeadlineInputError, assess_class, load_homework_times
 from grader.course import CourseError, load_course
 from grader.exams.records import recorded_exam_stats
 from grader.gradebook import Gradebook, GradebookError
 from grader.intake.errors import UNREADABLE
 from grader.intake.names import shown
-from grader.grading import GRADER_ERROR, grade_class
+from grader.run.grading import GRADER_ERROR, grade_class
 from grader.judge import GraderError, Judge
 from grader.sandbox import Limits, Sandbox, SandboxError
 
@@ -130,7 +130,7 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
         out.mkdir(parents=True, exist_ok=True)
         write_grades_csv(records, out / "grades.csv")
         write_results_json(records, out / "results.json")
-        from grader.similarity_run import for_report
+        from grader.run.similarity import for_report
 
         similar = for_report(course, exercises, submissions, root) if records else ([], "")
         index = write_html_report(course, records + exam_totals, out / "report", exam_stats=exams, similarity=similar)
