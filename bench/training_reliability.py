@@ -32,7 +32,7 @@ from coursekit.loader import load_module  # noqa: E402
 from coursekit.probes.corpus import VOCAB, splits  # noqa: E402
 from coursekit.probes.training import learns_text  # noqa: E402
 from grader.course import load_course  # noqa: E402
-from grader.pitfalls import load_variants  # noqa: E402
+from grader.course.pitfalls import load_variants  # noqa: E402
 
 EXERCISE = "13"
 

@@ -19,7 +19,7 @@ from coursekit.probes import training as probes
 from grader.checks import CheckPlan
 from grader.checks import training as checks
 from grader.course import REPO_ROOT, load_course
-from grader.submissions import assemble
+from grader.intake.submissions import assemble
 from probecalls import same
 
 CORPUS = REPO_ROOT / "tests" / "accuracy" / "13"
