@@ -135,6 +135,8 @@ def _figures(plan: CheckPlan, run: RunResult, expected: RunResult) -> dict:
         theirs = _matrix(expected.calls[index], figure.path)
         if theirs is not None:
             figures[name] = {"title": figure.title.model_dump(), "student": mine, "expected": theirs}
+            if figure.axes is not None:  # the instructor's labels, never the student's
+                figures[name]["axes"] = [list(figure.axes[0]), list(figure.axes[1])]
     return figures
 
 
