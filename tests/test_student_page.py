@@ -166,3 +166,33 @@ def test_a_figure_has_exactly_one_source(how, error):
 def test_a_figure_drawing_from_a_check_needs_that_checks_single_call(checks, error):
     with pytest.raises(ValueError, match=error):
         CheckPlan.build(checks, figures=[_figure(check="a")])
+
+
+def test_grading_exercise_11_draws_the_copy_models_map_or_the_note(tmp_path):
+    """End to end, in the sandbox: the reference's grade carries its own
+    trained map beside the reference's (from 11-copy-task's call), the
+    untouched stub's only the reference's, and the page says so."""
+    from grader.intake.submissions import assemble
+    from grader.judge import Judge
+    from grader.sandbox import Limits, Sandbox
+
+    exercise = COURSE.exercise("11")
+    sources = {case: (REPO_ROOT / root / exercise.folder / exercise.module).read_text()
+               for case, root in (("reference", "solutions"), ("stub", "exercises"))}
+    with Sandbox(Limits(**COURSE.grading.model_dump())) as box:
+        judge = Judge(COURSE, box)
+        graded = {case: judge.grade(exercise, assemble(exercise, source.encode(), tmp_path / case / "s", COURSE),
+                                    tmp_path / case / "work") for case, source in sources.items()}
+    reference, stub = graded["reference"], graded["stub"]
+    assert reference.points == exercise.points and stub.points == 0
+    mine = reference.figures["copy-cross-attention"]
+    assert mine["student"] == mine["expected"] and len(mine["student"]) == 7  # the same model, trained alike
+    assert stub.figures["copy-cross-attention"]["student"] is None
+    assert stub.figures["copy-cross-attention"]["expected"] == mine["expected"]
+    for case, result in graded.items():
+        record = Record(Key(case, "11", "h", COURSE.course.version), result.points, exercise.points, result.status,
+                        "", [v.to_dict() for v in result.verdicts], 0.0, figures=result.figures)
+        [svg] = _attention_svgs(render_student_page(COURSE, case, [exercise], {"11": record}, {"11": 0.5},
+                                                    standalone=True))
+        texts = " ".join("".join(t.itertext()) for t in svg.iter(f"{SVG}text"))
+        assert ("reference's alone" in texts) is (case == "stub")
