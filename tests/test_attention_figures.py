@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from coursekit.loader import load_module
-from coursekit.probes import attention_maps
+from coursekit.probes import attention_maps, copy_task
 from grader.report.attention_figures import (NO_RESULT, FigureDataError, Panel, attention_figure, cell_color,
                                              student_attention, validated)
 
@@ -152,6 +152,72 @@ def test_the_trained_copy_model_attends_along_the_diagonal(tmp_path):
     # The query that predicts source symbol t puts its largest weight on source position t.
     assert weights[:8].argmax(dim=-1).tolist() == list(range(8))
     assert found["exact_match"] >= 0.9
+
+
+def test_the_copy_checks_own_training_gives_the_students_picture(tmp_path):
+    """copy_outcome with the figure's source: the same outcome numbers as
+    without it (the picture is taken afterwards, from the same model), plus
+    the very map that a second training (copy_cross_attention, the check's
+    settings) used to give the page, mostly along the diagonal after only
+    150 steps."""
+    transformer = _reference("11_transformer", "transformer", tmp_path)
+    settings = {"seed": 7, "steps": 150, "length": 6}
+    plain = copy_task.copy_outcome(transformer, **settings)
+    drawn = copy_task.copy_outcome(transformer, **settings, figure_source=[3, 4, 5, 6, 7, 8])
+    assert "cross_attention" not in plain
+    assert {k: v for k, v in drawn.items() if k not in ("cross_attention", "seconds")} == \
+        {k: v for k, v in plain.items() if k != "seconds"}
+    weights = drawn["cross_attention"]
+    assert weights.shape == (7, 6) and weights.dtype == torch.float64
+    assert torch.allclose(weights.sum(dim=-1), torch.ones(7, dtype=torch.float64))
+    assert torch.equal(weights, attention_maps.copy_cross_attention(transformer, **settings)["cross_attention"])
+    on_diagonal = weights[:6].argmax(dim=-1) == torch.arange(6)
+    assert int(on_diagonal.sum()) >= 4 and float(weights[:6].diagonal().mean()) > 2 / 6
+
+
+class _Untrainable:
+    """A stand-in for a trained model whose forward pass goes wrong."""
+
+    def __init__(self, forward) -> None:
+        self.forward = forward
+
+    def eval(self) -> "_Untrainable":
+        return self
+
+    def __call__(self, src, tgt):
+        return self.forward(src, tgt)
+
+
+def _hand_softmax_attention(src, tgt):
+    scores = torch.randn(1, 2, tgt.size(1), src.size(1))
+    weights = torch.exp(scores) / torch.exp(scores).sum(dim=-1, keepdim=True)  # no softmax to record
+    return weights @ torch.randn(1, 2, src.size(1), 4)
+
+
+def _raises(src, tgt):
+    raise RuntimeError("boom")
+
+
+@pytest.mark.parametrize("forward", [_raises, _hand_softmax_attention, lambda src, tgt: torch.softmax(
+    torch.randn(1, 2, tgt.size(1), src.size(1) + 1), dim=-1)])  # a softmax of another shape
+def test_a_picture_that_cannot_be_taken_is_none_and_changes_no_outcome(forward, monkeypatch):
+    trained = {"losses": [0.5] * 30, "exact_match": 0.75, "token_accuracy": 0.9, "seconds": 1.5,
+               "model": _Untrainable(forward)}
+    monkeypatch.setattr(copy_task, "copy_task", lambda *args, **kwargs: dict(trained))
+    plain = copy_task.copy_outcome(object(), seed=7, steps=3, length=6)
+    drawn = copy_task.copy_outcome(object(), seed=7, steps=3, length=6, figure_source=[3, 4, 5, 6, 7, 8])
+    assert drawn == {**plain, "cross_attention": None}
+    assert plain == {"final_loss": 0.5, "exact_match": 0.75, "token_accuracy": 0.9, "seconds": 1.5}
+
+
+def test_the_recording_helpers_are_shared_not_copied():
+    """attention_maps and copy_task both record through attention_record
+    (copy_task must not import attention_maps, which imports it)."""
+    from coursekit.probes import attention_record
+
+    assert attention_maps.recorded_attention is attention_record.recorded_attention
+    assert copy_task.recorded_attention is attention_record.recorded_attention
+    assert "attention_maps" not in (REPO / "coursekit" / "probes" / "copy_task.py").read_text()
 
 
 # --- the committed figures ------------------------------------------------------------------------

@@ -209,6 +209,23 @@ def test_copy_task_outcomes_are_judged_by_thresholds(submitted, expected, agrees
     assert (checks._learns(submitted, expected) is None) is agrees
 
 
+@pytest.mark.parametrize("submitted,expected", [
+    (_outcome(0.05, 0.9), _outcome(0.02, 1.0)), (_outcome(1.80, 0.14), _outcome(0.02, 1.0)),
+    (_outcome(1.75, 0.12), _outcome(1.80, 0.14)), (_outcome(0.81, 0.08), _outcome(1.80, 0.14)),
+])
+@pytest.mark.parametrize("mine,theirs", [
+    (None, torch.eye(7, 6, dtype=torch.float64)), (torch.full((7, 6), 1 / 6), torch.eye(7, 6, dtype=torch.float64)),
+    ("not a map", None), (torch.full((7, 6), float("nan")), torch.eye(7, 6, dtype=torch.float64)),
+])
+def test_the_figures_map_never_changes_the_copy_verdict(submitted, expected, mine, theirs):
+    """copy_outcome's cross_attention is a picture, never compared: a result
+    that differs only there (or whose picture failed: None) gets the verdict
+    it gets without one."""
+    verdict = checks._learns(submitted, expected)
+    assert checks._learns({**submitted, "cross_attention": mine}, {**expected, "cross_attention": theirs}) == verdict
+    assert checks._learns({**submitted, "cross_attention": mine}, expected) == verdict
+
+
 def test_the_reference_learns_far_inside_the_thresholds(expected):
     (outcome,) = expected["11-copy-task"]
     assert outcome["final_loss"] <= checks.MAX_FINAL_LOSS / 3

@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 
 from coursekit.loader import load_module
-from grader.checks import figures_for
+from grader.checks import Check, CheckPlan, Figure, checks_for, figures_for, text
 from grader.course import REPO_ROOT, load_course
 from grader.gradebook import Key, Record
 from grader.report.html import write_html_report
 from grader.report.student_page import render_student_page
 from grader.watch.feedback import graded_page
+from grader.sandbox import ProbeCall
 from probecalls import run_probe
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -78,10 +79,16 @@ def _reference(folder: str, module: str, tmp_path: Path):
     return load_module(tmp_path / folder, module)
 
 
+def _plan(exercise_id: str) -> CheckPlan:
+    exercise = COURSE.exercise(exercise_id)
+    return CheckPlan.build(checks_for(exercise), figures=figures_for(exercise))
+
+
 @pytest.mark.parametrize("exercise_id, folder, module", [("12", "12_gpt", "gpt"), ("11", "11_transformer", "transformer")])
 def test_the_figures_labels_fit_the_references_map(exercise_id, folder, module, tmp_path):
-    [figure] = figures_for(COURSE.exercise(exercise_id))
-    value = run_probe(_reference(folder, module, tmp_path), figure.call)
+    plan = _plan(exercise_id)
+    [(figure, index)] = plan.figures.values()
+    value = run_probe(_reference(folder, module, tmp_path), plan.calls[index])
     found = value[figure.path[0]]
     queries, keys = figure.axes
     assert tuple(found.shape) == (len(queries), len(keys))
@@ -93,21 +100,99 @@ def test_the_judge_records_the_instructors_labels_with_the_numbers():
     the numbers from the runs; a student's run that failed records None."""
     import torch
 
-    from grader.checks import CheckPlan
     from grader.judge import _figures
     from grader.sandbox.model import CallResult, RunResult
 
     [figure] = figures_for(COURSE.exercise("11"))
-    plan = CheckPlan.build([], figures=[figure])
+    plan = CheckPlan.build([_one_call_check("11-copy-task")], figures=[figure])
     reference = torch.tensor([[1.0, 0.0], [0.3, 0.7]])
 
     def ran(status: str, calls: list) -> RunResult:
         return RunResult(status=status, calls=calls, reason="", stdout="", stderr="", wall_s=0.0)
 
-    expected = ran("ok", [CallResult(True, {"cross_attention": reference})])
+    expected = ran("ok", [CallResult(True, {"final_loss": 0.02, "cross_attention": reference})])
     for run, mine in ((ran("ok", [CallResult(True, {"cross_attention": reference * 0.5})]), (reference * 0.5).tolist()),
                       (ran("timeout", []), None),
+                      (ran("ok", [CallResult(True, {"cross_attention": None})]), None),
                       (ran("ok", [CallResult(True, {"cross_attention": "<b>x</b>"})]), None)):
         found = _figures(plan, run, expected)["copy-cross-attention"]
         assert found["student"] == mine and found["expected"] == reference.tolist()
         assert found["axes"] == [list(figure.axes[0]), list(figure.axes[1])]
+
+
+# --- a figure drawn from a check's own call --------------------------------------------------------
+
+def _one_call_check(check_id: str, n_calls: int = 1) -> Check:
+    return Check(id=check_id, message=text("m", "m"), compare=lambda a, b: None,
+                 calls=lambda gen: [ProbeCall("coursekit.probes.x:q", {"i": i}) for i in range(n_calls)])
+
+
+def _figure(**how) -> Figure:
+    return Figure(name="f", title=text("t", "t"), path=("map",), **how)
+
+
+def test_exercise_11s_figure_reuses_the_copy_tasks_call():
+    """No second training: the figure points at 11-copy-task's call, whose
+    probe is asked for the figure's public source."""
+    exercise = COURSE.exercise("11")
+    plan, alone = _plan("11"), CheckPlan.build(checks_for(exercise))
+    (figure, index), = plan.figures.values()
+    assert len(plan.calls) == len(alone.calls)
+    assert plan.slices["11-copy-task"] == slice(index, index + 1)
+    call = plan.calls[index]
+    assert call.probe == "coursekit.probes.copy_task:copy_outcome"
+    assert [str(t) for t in call.kwargs["figure_source"]] == list(figure.axes[1])
+
+
+def test_a_figure_with_its_own_call_comes_after_the_checks():
+    plan = CheckPlan.build([_one_call_check("a", 2)], figures=[_figure(call=ProbeCall("coursekit.probes.x:fig", {}))])
+    assert plan.figures["f"][1] == 2 and plan.calls[2].probe == "coursekit.probes.x:fig"
+
+
+@pytest.mark.parametrize("how, error", [
+    ({}, "either its own call or the check"),
+    ({"call": ProbeCall("coursekit.probes.x:fig", {}), "check": "a"}, "either its own call or the check"),
+])
+def test_a_figure_has_exactly_one_source(how, error):
+    with pytest.raises(ValueError, match=error):
+        _figure(**how)
+
+
+@pytest.mark.parametrize("checks, error", [
+    ([_one_call_check("b")], "check 'a', which is not among"),
+    ([_one_call_check("a", 2)], "makes 2 probe calls instead of one"),
+    ([_one_call_check("a", 0)], "makes 0 probe calls instead of one"),
+])
+def test_a_figure_drawing_from_a_check_needs_that_checks_single_call(checks, error):
+    with pytest.raises(ValueError, match=error):
+        CheckPlan.build(checks, figures=[_figure(check="a")])
+
+
+def test_grading_exercise_11_draws_the_copy_models_map_or_the_note(tmp_path):
+    """End to end, in the sandbox: the reference's grade carries its own
+    trained map beside the reference's (from 11-copy-task's call), the
+    untouched stub's only the reference's, and the page says so."""
+    from grader.intake.submissions import assemble
+    from grader.judge import Judge
+    from grader.sandbox import Limits, Sandbox
+
+    exercise = COURSE.exercise("11")
+    sources = {case: (REPO_ROOT / root / exercise.folder / exercise.module).read_text()
+               for case, root in (("reference", "solutions"), ("stub", "exercises"))}
+    with Sandbox(Limits(**COURSE.grading.model_dump())) as box:
+        judge = Judge(COURSE, box)
+        graded = {case: judge.grade(exercise, assemble(exercise, source.encode(), tmp_path / case / "s", COURSE),
+                                    tmp_path / case / "work") for case, source in sources.items()}
+    reference, stub = graded["reference"], graded["stub"]
+    assert reference.points == exercise.points and stub.points == 0
+    mine = reference.figures["copy-cross-attention"]
+    assert mine["student"] == mine["expected"] and len(mine["student"]) == 7  # the same model, trained alike
+    assert stub.figures["copy-cross-attention"]["student"] is None
+    assert stub.figures["copy-cross-attention"]["expected"] == mine["expected"]
+    for case, result in graded.items():
+        record = Record(Key(case, "11", "h", COURSE.course.version), result.points, exercise.points, result.status,
+                        "", [v.to_dict() for v in result.verdicts], 0.0, figures=result.figures)
+        [svg] = _attention_svgs(render_student_page(COURSE, case, [exercise], {"11": record}, {"11": 0.5},
+                                                    standalone=True))
+        texts = " ".join("".join(t.itertext()) for t in svg.iter(f"{SVG}text"))
+        assert ("reference's alone" in texts) is (case == "stub")

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections.abc import Sequence
 from types import ModuleType
 
 import torch
 from torch import nn
 
+from coursekit.probes.attention_record import head_mean, recorded_attention
 from coursekit.probes.transformer import implicit_softmax, init_by_name
 
 COPY_CONFIG = {"src_vocab": 11, "tgt_vocab": 11, "d_model": 32, "num_heads": 4, "num_encoder_layers": 1,
@@ -95,11 +97,39 @@ def copy_task(module: ModuleType, seed: int = 0, steps: int = 200, batch: int = 
     }
 
 
-def copy_outcome(module: ModuleType, seed: int, steps: int, length: int, batch: int = 32, n_test: int = 100) -> dict:
+def teacher_forced_cross_attention(model: nn.Module, symbols: Sequence[int]) -> torch.Tensor | None:
+    """One teacher-forced forward pass of a (trained) copy model on the
+    source ``symbols``: the decoder's last cross-attention, averaged over
+    heads, (len + 1 decoder inputs [START, *symbols], len source positions)
+    float64, or None when no softmax of that shape was recorded (a model that
+    writes its own softmax). Row t predicts target token t + 1, so a model
+    that copies looks at source position t: a diagonal."""
+    src = torch.tensor([list(symbols)])
+    tgt_in = torch.tensor([[START, *symbols]])  # the decoder's input: END is what the last row predicts
+    model.eval()
+    maps = recorded_attention(lambda: model(src, tgt_in))
+    return head_mean(maps, tgt_in.size(1), src.size(1))
+
+
+def copy_outcome(module: ModuleType, seed: int, steps: int, length: int, batch: int = 32, n_test: int = 100,
+                 figure_source: Sequence[int] | None = None) -> dict:
     """:func:`copy_task` summed up: the mean of the last 20 losses, the
     exact-match rate and per-token accuracy of greedy decoding afterwards,
-    and the training time (for the record; never compared)."""
+    and the training time (for the record; never compared).
+
+    With ``figure_source`` (a public input: the student's page draws it),
+    also ``cross_attention``: :func:`teacher_forced_cross_attention` of the
+    same trained model, taken after the outcome numbers so that the picture
+    costs no second training and can neither change nor fail the outcome:
+    anything that goes wrong there gives None, and the page shows the
+    reference's picture alone."""
     found = copy_task(module, seed=seed, steps=steps, batch=batch, length=length, n_test=n_test)
     last = found["losses"][-20:]
-    return {"final_loss": sum(last) / max(len(last), 1), "exact_match": found["exact_match"],
-            "token_accuracy": found["token_accuracy"], "seconds": found["seconds"]}
+    outcome = {"final_loss": sum(last) / max(len(last), 1), "exact_match": found["exact_match"],
+               "token_accuracy": found["token_accuracy"], "seconds": found["seconds"]}
+    if figure_source is not None:
+        try:
+            outcome["cross_attention"] = teacher_forced_cross_attention(found["model"], figure_source)
+        except Exception:  # the student's model, in a picture that is never scored
+            outcome["cross_attention"] = None
+    return outcome

@@ -257,17 +257,27 @@ def pick(value: object, path: Sequence[str | int]) -> object:
 
 @dataclass(frozen=True)
 class Figure:
-    """A picture for the student's feedback page, never scored: one probe
-    call on a PUBLIC input (one the exercise README shows), whose 2-D tensor
-    at ``path`` is drawn next to the reference's."""
+    """A picture for the student's feedback page, never scored: the 2-D
+    tensor at ``path`` in the result of one probe call on a PUBLIC input (one
+    the exercise README shows), drawn next to the reference's.
+
+    The call is the figure's own (``call``), or the single call of the check
+    named by ``check``, whose probe returns the picture as an extra part of
+    its result (that check's compare must ignore the part): a figure of a
+    model the check has already trained costs no second training."""
 
     name: str
     title: Text
-    call: ProbeCall
+    call: ProbeCall | None = None
     path: tuple[str | int, ...] = ()
     # An attention map's fixed token labels (queries, keys): drawn with them
     # by grader/report/attention_figures.py instead of as a plain heat map.
     axes: tuple[tuple[str, ...], tuple[str, ...]] | None = None
+    check: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.call is None) == (self.check is None):
+            raise ValueError(f"figure {self.name!r}: give either its own call or the check it draws from, not both")
 
 
 def _checks_module(exercise: Exercise):
@@ -299,7 +309,8 @@ class CheckPlan:
     checks: list[Check]
     calls: list[ProbeCall] = field(default_factory=list)
     slices: dict[str, slice] = field(default_factory=dict)
-    # Figures' calls come after every check's: name -> (figure, call index).
+    # name -> (figure, call index): the named check's single call, or the
+    # figure's own call, placed after every check's.
     figures: dict[str, tuple[Figure, int]] = field(default_factory=dict)
 
     @classmethod
@@ -311,8 +322,18 @@ class CheckPlan:
             plan.calls += check.build_calls(variant)
             plan.slices[check.id] = slice(start, len(plan.calls))
         for figure in figures:
-            plan.figures[figure.name] = (figure, len(plan.calls))
-            plan.calls.append(figure.call)
+            if figure.check is None:
+                plan.figures[figure.name] = (figure, len(plan.calls))
+                plan.calls.append(figure.call)
+                continue
+            calls = plan.slices.get(figure.check)
+            if calls is None:
+                raise ValueError(f"figure {figure.name!r} draws from check {figure.check!r}, "
+                                 "which is not among the exercise's checks")
+            if calls.stop - calls.start != 1:
+                raise ValueError(f"figure {figure.name!r} draws from check {figure.check!r}, which makes "
+                                 f"{calls.stop - calls.start} probe calls instead of one")
+            plan.figures[figure.name] = (figure, calls.start)
         return plan
 
 
