@@ -282,6 +282,7 @@ class Sandbox:
                 raise ValueError(f"probe kwargs must be plain data: {exc}") from None
         # Sent a batch at a time once the child has imported the module (RunState.pump).
         call_frames = self._batch_frames(calls, _batch_sizes(len(calls), batches))
+        probes = _probe_modules(calls)  # the server imports those it has not yet (server.warm_probes)
         self._server()
         started = time.monotonic()  # the wall clock starts once the fork-server is up
         oom_kills = runstate.oom_kill_count()
@@ -304,7 +305,7 @@ class Sandbox:
                 if os.geteuid() == 0:
                     os.chown(scratch, self._uid, self._gid)
                 spec = {"module_dir": str(folder), "module_name": module_name, "scratch": str(scratch)}
-                reply = self._request(run_id, {"op": "run", "id": run_id, "spec": spec}, child_ends)
+                reply = self._request(run_id, {"op": "run", "id": run_id, "spec": spec, "probes": probes}, child_ends)
                 if reply.get("op") != "dead":
                     break
                 # The server died since the last run, or before it started this one: a fresh server.
@@ -380,6 +381,14 @@ class Sandbox:
             self._warned = True
             log.warning("sandbox layers missing (run `python -m grader doctor`): %s",
                         "; ".join(f"{k}: {v}" for k, v in missing.items()))
+
+
+def _probe_modules(calls: Sequence[ProbeCall]) -> list[str]:
+    """The probe modules a run's calls use: each call's, and the probe a
+    recorded call runs inside it (``dispatch.recorded_call``'s ``probe``)."""
+    names = [call.probe for call in calls]
+    names += [call.kwargs["probe"] for call in calls if type(call.kwargs.get("probe")) is str]
+    return sorted({name.partition(":")[0] for name in names})
 
 
 def _batch_sizes(n_calls: int, batches: Sequence[int] | None) -> list[int]:

@@ -2,7 +2,8 @@
 
 Started by exec'ing a fresh interpreter with a scrubbed environment, so
 nothing of the grader (hidden checks, references, open files) is in its
-memory or fds. It imports torch and the probe library once, warms up under
+memory or fds. It imports torch and the base of the probe library once
+(each run's other probe modules when a run first needs them), warms up under
 ``torch.set_num_threads(1)`` (libgomp's thread pool is not fork-safe:
 a parent that ran a parallel op makes children hang, research §6), then
 forks one child per run.
@@ -12,7 +13,8 @@ carries the child's four pipe ends as SCM_RIGHTS, so inputs and results
 travel between the grader and the child directly and never through here.
 
     -> {"op": "configure", "config": {...}}        (what every run shares: limits, paths, uid)
-    -> {"op": "run", "id": n, "spec": {...}} + fds  <- {"op": "started", "id": n, "pid": p}
+    -> {"op": "run", "id": n, "spec": {...}, "probes": [module, ...]} + fds
+                                                    <- {"op": "started", "id": n, "pid": p}
     -> {"op": "reap", "id": n}                      <- {"op": "reaped", "id": n, "status": s, "cpu_s": t}
     -> {"op": "release", "id": n}                   (no reply: the grader needs no status)
 
@@ -23,9 +25,11 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
+import importlib.util
 import json
 import os
-import pkgutil
+import re
 import select
 import signal
 import socket
@@ -43,12 +47,11 @@ def warm_up() -> dict:
     from torch import nn
 
     import coursekit.loader  # noqa: F401 - children use it
-    import coursekit.probes
     from grader.sandbox import child, wire  # noqa: F401 - children use it
 
     torch.set_num_threads(1)
-    for info in pkgutil.iter_modules(coursekit.probes.__path__, "coursekit.probes."):
-        importlib.import_module(info.name)
+    for name in BASE_PROBES:  # the rest when a run names them (warm_probes)
+        importlib.import_module(name)
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Dropout(0.1), nn.LayerNorm(8), nn.Linear(8, 2))
     x = torch.randn(4, 8)
@@ -70,6 +73,46 @@ def warm_up() -> dict:
     return {"torch": torch.__version__, "python": sys.version.split()[0], "warmup_s": time.perf_counter() - started,
             "vm_mb": vm_kb >> 10, "pid": os.getpid(), "euid": os.geteuid(), "sys_path": sys.path,
             "executable": sys.executable}
+
+
+# Every run uses these (recorded calls; the sandbox's own tests and doctor).
+BASE_PROBES = ("coursekit.probes.dispatch", "coursekit.probes.sandbox_selftest")
+_PROBE_MODULE = re.compile(r"^coursekit\.probes\.[A-Za-z_][A-Za-z0-9_]*$")
+# Importing it runs PyTorch's first meta-device operation, which loads the
+# decompositions (~1.5 s of CPU): see coursekit/probes/placement.py.
+META_WARM_UP = "coursekit.probes.placement"
+
+
+def warm_probes(names: object) -> bool:
+    """Import the probe modules a run names that this server has not
+    imported yet, so its children find them loaded; whether any was (the
+    spare forked before lacks them). They were all imported at start-up:
+    ~1.5 s before the first run even when the exercise graded needs none of
+    the meta-device probes, and the grader waited for it. A module whose
+    source mentions the meta device also gets the meta kernels loaded here,
+    not once per child (a conservative test: a false match costs time once).
+    Names are the grader's; anything not a probe module's name is skipped
+    (the child reports a probe it cannot find)."""
+    if type(names) is not list:
+        return False
+    wanted = [n for n in names if type(n) is str and _PROBE_MODULE.match(n) and n not in sys.modules]
+    if not wanted:
+        return False
+    for name in list(wanted):
+        try:
+            spec = importlib.util.find_spec(name)
+            if spec is not None and spec.origin and b"meta" in open(spec.origin, "rb").read():
+                wanted.append(META_WARM_UP)
+        except (ImportError, OSError):
+            continue
+    for name in dict.fromkeys(wanted):
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the child meets the same error and reports it for its call
+            pass
+    gc.collect()
+    gc.freeze()  # as at start-up: a child's collection must not touch (and copy) the new objects
+    return True
 
 
 class _Spares:
@@ -137,6 +180,9 @@ def serve(ctl: socket.socket) -> None:
             spares.config = message["config"]
             spares.refill()
         elif message["op"] == "run":
+            if warm_probes(message.get("probes")):
+                old = spares.discard()
+                released += [old] if old else []
             try:
                 pid = _hand_over(spares, message["spec"], fds, released)
             except OSError as exc:
