@@ -261,6 +261,9 @@ class Figure:
     title: Text
     call: ProbeCall
     path: tuple[str | int, ...] = ()
+    # An attention map's fixed token labels (queries, keys): drawn with them
+    # by grader/report/attention_figures.py instead of as a plain heat map.
+    axes: tuple[tuple[str, ...], tuple[str, ...]] | None = None
 
 
 def _checks_module(exercise: Exercise):
