@@ -20,11 +20,11 @@ import subprocess
 import tempfile
 import threading
 import time
-import weakref
 from collections.abc import Sequence
 from pathlib import Path
 
-from grader.sandbox import plaincodec, policy, prestart, runstate, seccomp, syscalls, wire
+from grader.sandbox import policy, prestart, runstate, seccomp, syscalls, wire
+from grader.sandbox.requests import CallFrames, batch_sizes, probe_modules
 from grader.sandbox.model import CallResult, Limits, ProbeCall, RunResult
 from grader.sandbox.runstate import RunState
 
@@ -87,7 +87,7 @@ class Sandbox:
         self._dead: set[socket.socket] = set()
         self._sent_to: dict[int, socket.socket] = {}
         self._running: dict[int, int] = {}  # run id -> the child's pid, while it runs
-        self._encoded: dict[int, tuple[weakref.ref, bytes]] = {}  # see _encoded_call
+        self._frames = CallFrames()
 
     # -- lifecycle ------------------------------------------------------------
 
@@ -281,8 +281,8 @@ class Sandbox:
             except wire.ProtocolError as exc:
                 raise ValueError(f"probe kwargs must be plain data: {exc}") from None
         # Sent a batch at a time once the child has imported the module (RunState.pump).
-        call_frames = self._batch_frames(calls, _batch_sizes(len(calls), batches))
-        probes = _probe_modules(calls)  # the server imports those it has not yet (server.warm_probes)
+        call_frames = self._frames.batches(calls, batch_sizes(len(calls), batches))
+        probes = probe_modules(calls)  # the server imports those it has not yet (server.warm_probes)
         self._server()
         started = time.monotonic()  # the wall clock starts once the fork-server is up
         oom_kills = runstate.oom_kill_count()
@@ -345,35 +345,6 @@ class Sandbox:
             self._note_layers(state.layers)
         return result
 
-    def _batch_frames(self, calls: Sequence[ProbeCall], sizes: list[int]) -> list[tuple[int, bytes]]:
-        """(number of calls, frame) per batch; a batch whose payload would
-        pass half the child's frame limit is split (inputs are small: it
-        is a bound, not a plan)."""
-        frames, first = [], 0
-        for size in sizes:
-            items = [self._encoded_call(call) for call in calls[first:first + size]]
-            while items:
-                n, total = 0, 0
-                while n < len(items) and (n == 0 or total + len(items[n]) <= wire.MAX_FRAME // 2):
-                    total += len(items[n])
-                    n += 1
-                frames.append((n, wire.frame({"kind": "calls", "i": first, "n": n},
-                                             payload=plaincodec.encode_list(items[:n]))))
-                first, items = first + n, items[n:]
-        return frames
-
-    def _encoded_call(self, call: ProbeCall) -> bytes:
-        """``[probe, kwargs]`` encoded, once per ProbeCall object: a judge
-        sends the same hidden calls to every submission. (A ProbeCall is
-        frozen; its kwargs must not change once it has run.)"""
-        key = id(call)
-        cached = self._encoded.get(key)
-        if cached is not None and cached[0]() is call:
-            return cached[1]
-        encoded = wire.dumps([call.probe, call.kwargs])
-        self._encoded[key] = (weakref.ref(call, lambda _, key=key: self._encoded.pop(key, None)), encoded)
-        return encoded
-
     def _note_layers(self, layers: dict[str, str]) -> None:
         self._layers = layers
         missing = {k: v for k, v in layers.items() if not v.startswith("active")}
@@ -381,24 +352,6 @@ class Sandbox:
             self._warned = True
             log.warning("sandbox layers missing (run `python -m grader doctor`): %s",
                         "; ".join(f"{k}: {v}" for k, v in missing.items()))
-
-
-def _probe_modules(calls: Sequence[ProbeCall]) -> list[str]:
-    """The probe modules a run's calls use: each call's, and the probe a
-    recorded call runs inside it (``dispatch.recorded_call``'s ``probe``)."""
-    names = [call.probe for call in calls]
-    names += [call.kwargs["probe"] for call in calls if type(call.kwargs.get("probe")) is str]
-    return sorted({name.partition(":")[0] for name in names})
-
-
-def _batch_sizes(n_calls: int, batches: Sequence[int] | None) -> list[int]:
-    """The batch sizes to send ``n_calls`` calls in (one each by default)."""
-    if batches is None:
-        return [1] * n_calls
-    sizes = list(batches)
-    if any(type(size) is not int or size < 1 for size in sizes) or sum(sizes) != n_calls:
-        raise ValueError(f"batches must be positive counts adding up to the {n_calls} calls, not {sizes}")
-    return sizes
 
 
 def _run_pipes() -> tuple[list[int], list[int]]:
