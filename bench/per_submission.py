@@ -87,6 +87,7 @@ def main() -> None:
         pitfall_id, variant = next(iter(variants.items()))
         sources[f"variant {pitfall_id}"] = variant.source
     rows: dict[str, list[float]] = {}
+    load_at_start = os.getloadavg()[0]
 
     def note(name: str, seconds: float) -> None:
         rows.setdefault(name, []).append(seconds)
@@ -146,7 +147,7 @@ def main() -> None:
         for book in books.values():
             book.close()
     print(f"one submission of exercise {exercise.id}, median of {args.n}; load average "
-          f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+          f"{load_at_start:.2f} at start, {os.getloadavg()[0]:.2f} at end, on {os.cpu_count()} cores")
     print(f"  {'sandbox floor (empty module)':44s} {1000 * statistics.median(rows.pop('sandbox floor (empty module)')):8.1f} ms")
     print(f"  {'':46s}{'before':>9s} {'after':>9s} {'share':>7s} {'before/after':>13s}")
     for kind in sources:

@@ -49,6 +49,21 @@ def test_a_failed_grade_loads_no_report(tmp_path):
     assert "matplotlib" not in modules
 
 
+def test_a_whole_grade_with_its_report_imports_no_matplotlib(tmp_path):
+    # The class figures are SVG drawn as markup (grader/report/plots.py), and
+    # a class of one has no pair for copydetect (which imports matplotlib).
+    import shutil
+
+    folder = tmp_path / "subs" / "student000" / "01_softmax"
+    folder.mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "solutions" / "01_softmax" / "softmax.py", folder)
+    modules, done = _imported("grade", str(tmp_path / "subs"), "-e", "01", "--jobs", "1",
+                              "--db", str(tmp_path / "g.db"), "--out", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "matplotlib" not in modules and "torch" in modules
+    assert (tmp_path / "out" / "report" / "img" / "scores.svg").read_text().startswith("<svg")
+
+
 def test_importing_the_sandbox_package_imports_no_torch():
     code = "import sys, grader.sandbox, grader.sandbox.prestart; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
