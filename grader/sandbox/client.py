@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from grader.sandbox import policy, prestart, runstate, seccomp, syscalls, wire
-from grader.sandbox.requests import CallFrames, batch_sizes, probe_modules
+from grader.sandbox.requests import CallFrames, batch_sizes
 from grader.sandbox.model import CallResult, Limits, ProbeCall, RunResult
 from grader.sandbox.runstate import RunState
 
@@ -282,7 +282,6 @@ class Sandbox:
                 raise ValueError(f"probe kwargs must be plain data: {exc}") from None
         # Sent a batch at a time once the child has imported the module (RunState.pump).
         call_frames = self._frames.batches(calls, batch_sizes(len(calls), batches))
-        probes = probe_modules(calls)  # the server imports those it has not yet (server.warm_probes)
         self._server()
         started = time.monotonic()  # the wall clock starts once the fork-server is up
         oom_kills = runstate.oom_kill_count()
@@ -305,7 +304,7 @@ class Sandbox:
                 if os.geteuid() == 0:
                     os.chown(scratch, self._uid, self._gid)
                 spec = {"module_dir": str(folder), "module_name": module_name, "scratch": str(scratch)}
-                reply = self._request(run_id, {"op": "run", "id": run_id, "spec": spec, "probes": probes}, child_ends)
+                reply = self._request(run_id, {"op": "run", "id": run_id, "spec": spec}, child_ends)
                 if reply.get("op") != "dead":
                     break
                 # The server died since the last run, or before it started this one: a fresh server.

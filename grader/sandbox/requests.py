@@ -47,14 +47,6 @@ class CallFrames:
         return encoded
 
 
-def probe_modules(calls: Sequence[ProbeCall]) -> list[str]:
-    """The probe modules a run's calls use: each call's, and the probe a
-    recorded call runs inside it (``dispatch.recorded_call``'s ``probe``)."""
-    names = [call.probe for call in calls]
-    names += [call.kwargs["probe"] for call in calls if type(call.kwargs.get("probe")) is str]
-    return sorted({name.partition(":")[0] for name in names})
-
-
 def batch_sizes(n_calls: int, batches: Sequence[int] | None) -> list[int]:
     """The batch sizes to send ``n_calls`` calls in (one each by default)."""
     if batches is None:

@@ -2,8 +2,7 @@
 
 Started by exec'ing a fresh interpreter with a scrubbed environment, so
 nothing of the grader (hidden checks, references, open files) is in its
-memory or fds. It imports torch and the base of the probe library once
-(each run's other probe modules when a run first needs them), warms up under
+memory or fds. It imports torch and the probe library once, warms up under
 ``torch.set_num_threads(1)`` (libgomp's thread pool is not fork-safe:
 a parent that ran a parallel op makes children hang, research §6), then
 forks one child per run.
@@ -13,8 +12,7 @@ carries the child's four pipe ends as SCM_RIGHTS, so inputs and results
 travel between the grader and the child directly and never through here.
 
     -> {"op": "configure", "config": {...}}        (what every run shares: limits, paths, uid)
-    -> {"op": "run", "id": n, "spec": {...}, "probes": [module, ...]} + fds
-                                                    <- {"op": "started", "id": n, "pid": p}
+    -> {"op": "run", "id": n, "spec": {...}} + fds  <- {"op": "started", "id": n, "pid": p}
     -> {"op": "reap", "id": n}                      <- {"op": "reaped", "id": n, "status": s, "cpu_s": t}
     -> {"op": "release", "id": n}                   (no reply: the grader needs no status)
 
@@ -25,10 +23,9 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib
 import json
 import os
-import re
+import pkgutil
 import select
 import signal
 import socket
@@ -46,17 +43,23 @@ def warm_up() -> dict:
     from torch import nn
 
     import coursekit.loader  # noqa: F401 - children use it
+    import coursekit.probes
     from grader.sandbox import child, wire  # noqa: F401 - children use it
 
     torch.set_num_threads(1)
-    for name in BASE_PROBES:  # the rest when a run names them (warm_probes)
-        importlib.import_module(name)
+    for info in pkgutil.iter_modules(coursekit.probes.__path__, "coursekit.probes."):
+        importlib.import_module(info.name)
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Dropout(0.1), nn.LayerNorm(8), nn.Linear(8, 2))
     x = torch.randn(4, 8)
-    loss = nn.functional.cross_entropy(model(x), torch.tensor([0, 1, 0, 1]))
-    (loss + torch.softmax(x @ x.T / 8**0.5, dim=-1).sum() * 0).backward()
+    for opt in (torch.optim.SGD(model.parameters(), lr=0.1), torch.optim.Adam(model.parameters())):
+        loss = nn.functional.cross_entropy(model(x), torch.tensor([0, 1, 0, 1]))
+        loss = loss + torch.softmax(x @ x.T / 8**0.5, dim=-1).sum() * 0
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
     wire.loads(wire.dumps({"x": x, "d": torch.float32, "t": (1, 2.0, "s", None, [True])}))
+    torch.testing.assert_close(x, x.clone())
     # Move every object to the permanent generation: a garbage collection in
     # a child would otherwise touch (and copy-on-write) the whole heap, which
     # measured 650 ms and 18k page faults per child here.
@@ -67,78 +70,6 @@ def warm_up() -> dict:
     return {"torch": torch.__version__, "python": sys.version.split()[0], "warmup_s": time.perf_counter() - started,
             "vm_mb": vm_kb >> 10, "pid": os.getpid(), "euid": os.geteuid(), "sys_path": sys.path,
             "executable": sys.executable}
-
-
-# Every run uses these (recorded calls; the sandbox's own tests and doctor).
-BASE_PROBES = ("coursekit.probes.dispatch", "coursekit.probes.sandbox_selftest")
-_PROBE_MODULE = re.compile(r"^coursekit\.probes\.[A-Za-z_][A-Za-z0-9_]*$")
-
-
-def warm_heavy() -> None:
-    """What the first optimizer or meta-device operation of a process
-    loads (``torch._dynamo``, sympy: ~1.6 s of CPU), and the first
-    ``torch.testing`` comparison (~0.8 s), done here once rather
-    than in every child that needs it. Not at start-up: grading exercise 01
-    needs neither, and the grader waited for it."""
-    global _heavy_done
-    if _heavy_done:
-        return
-    _heavy_done = True
-    import torch
-    from torch import nn
-
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Dropout(0.1), nn.LayerNorm(8), nn.Linear(8, 2))
-    x = torch.randn(4, 8)
-    for opt in (torch.optim.SGD(model.parameters(), lr=0.1), torch.optim.Adam(model.parameters())):
-        loss = nn.functional.cross_entropy(model(x), torch.tensor([0, 1, 0, 1]))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-    with torch.no_grad():
-        layer = nn.Linear(2, 2).to("meta")
-        nn.functional.layer_norm(layer(torch.zeros(1, 2, device="meta")).softmax(-1), (2,))
-    torch.testing.assert_close(x, x.clone())  # imports torch.distributed.tensor: ~0.8 s
-
-
-_heavy_done = False
-
-
-def warm_probes(names: object) -> bool:
-    """Import the probe modules a run names that this server has not
-    imported yet, so its children find them loaded; whether any was (the
-    spare forked before lacks them). When a new probe module (or one it
-    imports) mentions the meta device, optimizers or ``torch.testing``,
-    :func:`warm_heavy` runs too (a conservative test: a false match costs
-    ~1.6 s once; a miss costs it in each child, never a wrong result).
-    Names are the grader's; anything not a probe module's name is skipped
-    (the child reports a probe it cannot find)."""
-    if type(names) is not list:
-        return False
-    wanted = [n for n in names if type(n) is str and _PROBE_MODULE.match(n) and n not in sys.modules]
-    if not wanted:
-        return False
-    before = set(sys.modules)
-    for name in wanted:
-        try:
-            importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - the child meets the same error and reports it for its call
-            pass
-    # The new probe modules, those they imported included.
-    for name in sorted(set(sys.modules) - before):
-        origin = getattr(sys.modules[name], "__file__", None)
-        if not name.startswith("coursekit.probes.") or not origin:
-            continue
-        try:
-            source = open(origin, "rb").read()
-        except OSError:
-            continue
-        if any(word in source for word in (b"meta", b"optim", b"torch.testing", b"assert_close")):
-            warm_heavy()
-            break
-    gc.collect()
-    gc.freeze()  # as at start-up: a child's collection must not touch (and copy) the new objects
-    return True
 
 
 class _Spares:
@@ -206,9 +137,6 @@ def serve(ctl: socket.socket) -> None:
             spares.config = message["config"]
             spares.refill()
         elif message["op"] == "run":
-            if warm_probes(message.get("probes")):
-                old = spares.discard()
-                released += [old] if old else []
             try:
                 pid = _hand_over(spares, message["spec"], fds, released)
             except OSError as exc:
