@@ -218,6 +218,8 @@ def test_each_stage_folder_says_what_flows_in_and_out(folder):
     assert init.is_file(), f"grader/{folder}/ has modules but no __init__.py to say what it is"
     doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""
     assert doc.strip(), f"grader/{folder}/__init__.py opens without a docstring"
+    starts = [line.split(":")[0] for line in doc.splitlines()]
+    assert "In" in starts and "Out" in starts, f"grader/{folder}/__init__.py: say what flows in (In:) and out (Out:)"
 
 
 def test_the_command_line_registers_every_feature_check_of_the_course():
@@ -230,3 +232,39 @@ def test_the_command_line_registers_every_feature_check_of_the_course():
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "['exams']"
+
+
+RUN = 6   # lines: a run this long shared by two modules is a copy, not a coincidence
+
+
+def _normalised_lines(path: Path) -> list[str]:
+    """The module's lines as token strings (whitespace and comments dropped), blank lines left out."""
+    import io
+    import tokenize
+
+    lines: dict[int, list[str]] = {}
+    skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER}
+    with io.open(path, encoding="utf-8") as source:
+        for token in tokenize.generate_tokens(source.readline):
+            if token.type not in skip:
+                lines.setdefault(token.start[0], []).append(token.string)
+    return [" ".join(tokens) for _, tokens in sorted(lines.items())]
+
+
+def shared_runs(a: list[str], b: list[str], length: int = RUN) -> list[list[str]]:
+    """Every run of ``length`` consecutive lines found in both ``a`` and ``b``."""
+    windows = {tuple(b[i:i + length]) for i in range(len(b) - length + 1)}
+    return [a[i:i + length] for i in range(len(a) - length + 1) if tuple(a[i:i + length]) in windows]
+
+
+def test_shared_runs_are_found():
+    body = ["def f(x):", "y = x + 1", "z = y * 2", "w = z - 3", "v = w / 4", "return v"]
+    assert shared_runs(["import a", *body], [*body, "f(1)"]) == [body]
+    assert shared_runs(["import a", *body[:5]], [*body[:5], "f(1)"]) == []
+
+
+def test_encoder_and_decoder_declare_no_check_twice():
+    """What exercises 09 and 10 check alike is declared once (grader/checks/stacks.py)."""
+    checks = PACKAGE / "checks"
+    runs = shared_runs(_normalised_lines(checks / "encoder.py"), _normalised_lines(checks / "decoder.py"))
+    assert not runs, f"{len(runs)} runs of {RUN} lines shared by encoder.py and decoder.py, e.g.:\n" + "\n".join(runs[0])

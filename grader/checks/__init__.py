@@ -10,6 +10,10 @@ a ``CHECKS`` list.
 
 Messages are what students see: they say what was checked, never the
 hidden inputs or the expected values.
+
+In:  an exercise (course.yaml) and its probes (coursekit/probes).
+Out: its ``CHECKS``: seeded probe calls on hidden inputs, how to compare the
+     submission's results with the reference's, points and pitfalls.
 """
 from __future__ import annotations
 

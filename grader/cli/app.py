@@ -49,34 +49,9 @@ def selftest(
     course: Path = CourseOption,
 ) -> None:
     """Run the public tests against each reference, stub and pitfall variant."""
-    import tempfile
+    from grader.proofs.session import run_selftest
 
-    from rich.console import Console
-    from rich.table import Table
-
-    from grader.proofs.selftest import check_exercises
-
-    try:
-        # Only the named exercises must be complete; the others may be work in progress.
-        loaded = load_course(course, check_files=False)
-        chosen = [loaded.exercise(i) for i in exercise_ids] if exercise_ids else loaded.exercises
-    except (CourseError, KeyError) as exc:
-        typer.echo(str(exc).strip("'\""), err=True)
-        raise typer.Exit(2) from exc
-    with tempfile.TemporaryDirectory(prefix="selftest-") as workdir:
-        reports = check_exercises(loaded, chosen, Path(workdir), root=course.resolve().parent)
-    table = Table("exercise", "reference", "stub", "variants caught", "hidden-only")
-    for report in reports:
-        caught = sum(not problems for pid, problems in report.variants.items() if pid not in report.hidden_only)
-        shown = len(report.variants) - len(report.hidden_only)
-        table.add_row(report.exercise.folder, "ok" if not report.reference else "FAIL",
-                      "ok" if not report.stub else "FAIL", f"{caught}/{shown}", str(len(report.hidden_only)))
-    console = Console()
-    console.print(table)
-    problems = [p for report in reports for p in report.problems]
-    for problem in problems:
-        console.print(f"[red]✗[/red] {problem}", markup=True, highlight=False)
-    raise typer.Exit(1 if problems else 0)
+    raise typer.Exit(run_selftest(course, exercise_ids or []))
 
 
 @app.command()
@@ -86,36 +61,9 @@ def check(
     json_path: Path = typer.Option(None, "--json", callback=existing_parent, help="Also write the matrix as JSON."),
 ) -> None:
     """Run references, stubs and pitfall variants through the hidden checks."""
-    import json
-    import tempfile
+    from grader.proofs.session import run_check
 
-    from rich.console import Console
-    from rich.table import Table
-
-    from grader.proofs.check_matrix import check_course, rows_as_json
-    from grader.judge import Judge
-    from grader.sandbox import Limits, Sandbox
-
-    try:
-        loaded = load_course(course)
-        chosen = [loaded.exercise(i) for i in exercise_ids] if exercise_ids else loaded.exercises
-    except (CourseError, KeyError) as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(2) from exc
-    limits = Limits(**loaded.grading.model_dump())
-    with tempfile.TemporaryDirectory(prefix="check-") as workdir, Sandbox(limits) as sandbox:
-        rows = check_course(loaded, chosen, Judge(loaded, sandbox, course.resolve().parent), Path(workdir))
-    table = Table("exercise", "case", "points", "status", "hints", "")
-    for row in rows:
-        table.add_row(row.exercise, row.case, f"{row.points:g}/{row.max_points:g}", row.status,
-                      ", ".join(row.hints[:3]) + (" …" if len(row.hints) > 3 else ""),
-                      "[green]ok[/green]" if row.ok else f"[red]{row.problem}[/red]")
-    Console().print(table)
-    if json_path:
-        json_path.write_text(json.dumps(rows_as_json(rows), indent=1), encoding="utf-8")
-    failed = [row for row in rows if not row.ok]
-    typer.echo(f"{len(rows) - len(failed)}/{len(rows)} rows keep the promise")
-    raise typer.Exit(1 if failed else 0)
+    raise typer.Exit(run_check(course, exercise_ids or [], json_path))
 
 
 @app.command()
@@ -207,31 +155,10 @@ def similarity(
     """List the pairs of submissions per exercise whose code is suspiciously
     alike (winnowing fingerprints; the stub and shipped code are ignored).
     A list to look at, never a verdict."""
-    from rich.console import Console
-    from rich.markup import escape
-
-    from grader.run.similarity import class_similarity, write_json
+    from grader.run.similarity import run_similarity
 
     check_class_folder(submissions)
-    try:
-        loaded = load_course(course, check_files=False)
-        chosen = [loaded.exercise(i) for i in exercise] if exercise else list(loaded.exercises)
-    except (CourseError, KeyError) as exc:
-        typer.echo(f"similarity: {exc}", err=True)
-        raise typer.Exit(2) from exc
-    reports = class_similarity(loaded, chosen, submissions, threshold, root=course.resolve().parent)
-    console = Console(highlight=False)
-    for report in reports:
-        line = f"{report.exercise}: {len(report.pairs)} pair(s) at or above {threshold:.0%} of {len(report.compared)} compared"
-        if report.too_short:
-            line += f"; {len(report.too_short)} too short to judge"
-        console.print(line)
-        for pair in report.pairs:
-            console.print(f"  {escape(repr(pair.first))} ~ {escape(repr(pair.second))}: {pair.first_covered:.0%} / "
-                          f"{pair.second_covered:.0%}")
-    if json_out is not None:
-        write_json(reports, json_out)
-        console.print(f"{json_out}: written")
+    raise typer.Exit(run_similarity(submissions, exercise or [], threshold, json_out, course))
 
 
 @app.command()
@@ -249,30 +176,10 @@ def adjust(
 ) -> None:
     """Adjust one result by hand, with a reason; the history is kept (never
     an overwrite) and the newest adjustment is in effect in every export."""
-    from grader.gradebook.adjustments import AdjustmentRefused, current_user, history_lines, make_adjustment
-    from grader.gradebook import Gradebook, GradebookError
+    from grader.gradebook.session import run_adjust
 
-    try:
-        loaded = load_course(course, check_files=False)
-        with Gradebook(db) as book:
-            if list_:
-                lines = history_lines(book, student)
-                typer.echo("\n".join(lines) if lines else f"{db}: no adjustment or regrade"
-                           + (f" of {student}" if student else ""))
-                return
-            if not student or not exercise:
-                raise AdjustmentRefused("give STUDENT and EXERCISE (or --list)")
-            made, now = make_adjustment(book, loaded, student, exercise, points=points, delta=delta, clear=clear,
-                                        reason=reason, made_by=by or current_user())
-    except AdjustmentRefused as exc:
-        typer.echo(f"error: {exc}", err=True)
-        raise typer.Exit(2) from exc
-    except (CourseError, GradebookError) as exc:
-        typer.echo(str(exc), err=True)
-        raise typer.Exit(2) from exc
-    before = now.graded_points if now.graded_points is not None else now.points
-    typer.echo(f"{student} {exercise}: {made.change()} by {made.made_by} ({made.reason}); "
-               f"now {now.points:g}/{now.max_points:g} (graded {before:g})")
+    raise typer.Exit(run_adjust(db, course, student, exercise, points=points, delta=delta, clear=clear, reason=reason,
+                                made_by=by, list_only=list_))
 
 
 @app.command("sync-shipped")

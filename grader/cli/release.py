@@ -37,8 +37,7 @@ def release_student(
 
     Later exercises ship earlier ones' solutions as working code, so each
     release goes up to an assignment, published once those before it are over."""
-    from grader.release.common import ReleaseError
-    from grader.release.student_repo import ALL, find_leaks, shipped_solutions, write_student_repo
+    from grader.release.student_repo import ALL, publish_student_repo
 
     loaded, root = release_course(course), course.resolve().parent
     if through is None:
@@ -49,22 +48,7 @@ def release_student(
             raise typer.Exit(2)
         through = ALL
     check_ids("--through", [through], [a.id for a in loaded.assignments], also=(ALL,))
-    try:
-        written = write_student_repo(loaded, root, out, notebooks=notebooks, force=force, through=through)
-    except ReleaseError as exc:
-        typer.echo(f"release failed: {exc}", err=True)
-        raise typer.Exit(1) from exc
-    if shipped := shipped_solutions(written):
-        owners = {e: a.id for a in loaded.assignments for e in a.exercises}
-        typer.echo("it holds the working solutions of " + ", ".join(f"{e} ({owners.get(e, 'no assignment')})"
-                   for e in shipped) + ": publish it only once those assignments are over", err=True)
-    leaks = find_leaks(out, loaded, root, written)
-    for leak in leaks:
-        typer.echo(f"LEAK {leak}", err=True)
-    if leaks:
-        typer.echo(f"{out}: {len(leaks)} instructor-only text(s) found: do not publish this release", err=True)
-        raise typer.Exit(1)
-    typer.echo(f"{out}: {len(written)} exercises ({', '.join(e.folder for e in written)}); no leak found")
+    raise typer.Exit(publish_student_repo(loaded, root, out, notebooks=notebooks, force=force, through=through))
 
 
 @release_app.command("nbgrader")

@@ -9,6 +9,7 @@ Out: :class:`Record`s for the reports and exports (grader/report/), with the
 - ``records.py``      ``Key``, ``Record``: plain data, and the late factor applied to it
 - ``adjustments.py``  the instructor's adjustments and their history
 - ``store.py``        ``Gradebook``: one SQLite file, kill-safe, nothing overwritten
+- ``session.py``      ``grader adjust``: options in, one adjustment (or the history) out
 """
 from grader.gradebook.records import Key, Record
 from grader.gradebook.store import Gradebook, GradebookError

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import yaml
@@ -267,3 +268,26 @@ def find_leaks(tree: Path, course: Course, root: Path, released: list[Exercise] 
             leaks += [f"{where}: line of {origin}: {line!r}" for line in lines if line in text]
         leaks += [f"{where}: hidden check id {check_id!r}" for check_id in check_ids if check_id in text]
     return leaks
+
+
+def publish_student_repo(course: Course, root: Path, out: Path, *, notebooks: bool, force: bool, through: str) -> int:
+    """``grader release student``: write the repository, say which working
+    solutions it holds, and check it leaks nothing. 0 when it may be
+    published, 1 when it must not (a leak, or the release failed)."""
+    try:
+        written = write_student_repo(course, root, out, notebooks=notebooks, force=force, through=through)
+    except ReleaseError as exc:
+        print(f"release failed: {exc}", file=sys.stderr)
+        return 1
+    if shipped := shipped_solutions(written):
+        owners = {e: a.id for a in course.assignments for e in a.exercises}
+        print("it holds the working solutions of " + ", ".join(f"{e} ({owners.get(e, 'no assignment')})"
+              for e in shipped) + ": publish it only once those assignments are over", file=sys.stderr)
+    leaks = find_leaks(out, course, root, written)
+    for leak in leaks:
+        print(f"LEAK {leak}", file=sys.stderr)
+    if leaks:
+        print(f"{out}: {len(leaks)} instructor-only text(s) found: do not publish this release", file=sys.stderr)
+        return 1
+    print(f"{out}: {len(written)} exercises ({', '.join(e.folder for e in written)}); no leak found")
+    return 0

@@ -1,5 +1,5 @@
 """One ``grader grade`` run, from the command line's options to the files
-on disk, with a progress bar. Kept apart from ``cli.py`` so that the CLI
+on disk, with a progress bar. Kept apart from grader/cli/ so that the CLI
 only parses options and this module only orchestrates."""
 from __future__ import annotations
 

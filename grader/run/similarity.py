@@ -5,12 +5,13 @@ pairs (:mod:`grader.report.similarity`) on the terminal and, with
 from __future__ import annotations
 
 import json
+import sys
 import tempfile
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 from pathlib import Path
 
-from grader.course import REPO_ROOT, Course, Exercise
+from grader.course import REPO_ROOT, Course, CourseError, Exercise, load_course
 from grader.intake.submissions import collect
 
 if TYPE_CHECKING:
@@ -58,3 +59,32 @@ def for_report(course: Course, exercises: list[Exercise], submissions: Path, roo
         return [], f"similarity not computed: {exc.name or exc} is not installed"
     except Exception as exc:  # noqa: BLE001 - the grades are written; say why this part is missing
         return [], f"similarity not computed: {type(exc).__name__}: {exc}"
+
+
+def run_similarity(submissions: Path, exercise_ids: list[str], threshold: float, json_out: Path | None,
+                   course_path: Path) -> int:
+    """``grader similarity``: each exercise's alike pairs on the terminal
+    (and as JSON at ``json_out``); 0, or 2 for bad input."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    try:
+        course = load_course(course_path, check_files=False)
+        chosen = [course.exercise(i) for i in exercise_ids] if exercise_ids else list(course.exercises)
+    except (CourseError, KeyError) as exc:
+        print(f"similarity: {exc}", file=sys.stderr)
+        return 2
+    reports = class_similarity(course, chosen, submissions, threshold, root=course_path.resolve().parent)
+    console = Console(highlight=False)
+    for report in reports:
+        line = f"{report.exercise}: {len(report.pairs)} pair(s) at or above {threshold:.0%} of {len(report.compared)} compared"
+        if report.too_short:
+            line += f"; {len(report.too_short)} too short to judge"
+        console.print(line)
+        for pair in report.pairs:
+            console.print(f"  {escape(repr(pair.first))} ~ {escape(repr(pair.second))}: {pair.first_covered:.0%} / "
+                          f"{pair.second_covered:.0%}")
+    if json_out is not None:
+        write_json(reports, json_out)
+        console.print(f"{json_out}: written")
+    return 0
