@@ -144,6 +144,7 @@ def main() -> None:
     parser.add_argument("--no-hang", action="store_true", help="leave the hanging kind out of the class")
     args = parser.parse_args()
     course = load_course()
+    load_at_start = os.getloadavg()[0]
     exercises = [course.exercise(i) for i in (args.exercise or ["01"])]
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         work = Path(tmp)
@@ -168,7 +169,9 @@ def main() -> None:
           f" baselines on {pytest_sample} / {nbgrader_sample} students, one of each kind")
     print(f"  grader grade:          {ours_s:7.1f} s in all   {per_min:8.1f} submissions/min")
     print(f"    of which start-up:   {fixed_s:7.1f} s (a class of one)   = {fixed_s / torch_s:.2f}x "
-          f"`import torch` ({torch_s:.1f} s); load average {os.getloadavg()[0]:.1f}")
+          f"`import torch` ({torch_s:.1f} s)")
+    print(f"    grading proper:      {1000 * (ours_s - fixed_s) / args.n:7.1f} ms per submission (total minus start-up)")
+    print(f"  load average {load_at_start:.1f} at start, {os.getloadavg()[0]:.1f} at end, on {os.cpu_count()} cores")
     print(f"  fresh pytest each:     {pytest_s:7.2f} s each   {60 / pytest_s:8.1f} submissions/min"
           f"   -> ours is {per_min / (60 / pytest_s):.1f}x")
     if nbgrader_s is None:

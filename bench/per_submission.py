@@ -19,7 +19,10 @@ prints the median per stage:
             for comparison (both WAL).
 
 The parent's CPU per submission (all threads) is printed beside the wall
-times. Ratios are to the whole submission measured in the same run.
+times. Each stage is measured twice, interleaved in the same run: with the
+probe calls sent to the child one at a time ("before": one round trip per
+call) and a check's calls at a time ("after": what the judge does); the
+last column is before / after. Shares are of the whole submission (after).
 """
 from __future__ import annotations
 
@@ -43,18 +46,22 @@ from grader.sandbox import Limits, Sandbox  # noqa: E402
 from grader.intake.submissions import collect  # noqa: E402
 
 
+BEFORE, AFTER = "one call at a time", "a check at a time"
+
+
 class TimedSandbox:
     """The sandbox, with the wall time of each run noted (the judge's time
-    minus this is its comparing)."""
+    minus this is its comparing); ``mode`` BEFORE drops the judge's batches."""
 
     def __init__(self, sandbox: Sandbox) -> None:
         self._sandbox = sandbox
         self.last_s = 0.0
+        self.mode = AFTER
 
-    def run(self, *args, **kwargs):
+    def run(self, folder, module_name, calls, batches=None):
         started = time.perf_counter()
         try:
-            return self._sandbox.run(*args, **kwargs)
+            return self._sandbox.run(folder, module_name, calls, batches if self.mode == AFTER else None)
         finally:
             self.last_s = time.perf_counter() - started
 
@@ -80,6 +87,7 @@ def main() -> None:
         pitfall_id, variant = next(iter(variants.items()))
         sources[f"variant {pitfall_id}"] = variant.source
     rows: dict[str, list[float]] = {}
+    load_at_start = os.getloadavg()[0]
 
     def note(name: str, seconds: float) -> None:
         rows.setdefault(name, []).append(seconds)
@@ -103,17 +111,19 @@ def main() -> None:
             started = time.perf_counter()
             raw.run(empty, "empty_module", [])
             note("sandbox floor (empty module)", time.perf_counter() - started)
-            for kind, source in sources.items():
-                subs = work / f"subs{i}-{kind.split()[0]}"
+            for kind, source, mode in ((k, s, m) for k, s in sources.items() for m in (BEFORE, AFTER)):
+                sandbox.mode = mode
+                tag = f"{kind.split()[0]}-{mode.split()[1]}"
+                subs = work / f"subs{i}-{tag}"
                 (subs / "student" / exercise.folder).mkdir(parents=True)
                 (subs / "student" / exercise.folder / exercise.module).write_text(source)
                 cpu0, t0 = _cpu(), time.perf_counter()
-                (submission,) = collect(subs, course, [exercise], work / f"collect{i}-{kind.split()[0]}", REPO)
+                (submission,) = collect(subs, course, [exercise], work / f"collect{i}-{tag}", REPO)
                 part = submission.exercises[exercise.id]
                 t1 = time.perf_counter()
                 result = judge.grade(exercise, part.folder, work / "judge")
                 t2 = time.perf_counter()
-                key = Key(f"s{i}-{kind}", exercise.id, part.content_hash or "missing", course.course.version)
+                key = Key(f"s{i}-{kind}-{mode}", exercise.id, part.content_hash or "missing", course.course.version)
                 book = books["record (gradebook)"]
                 book.record(key, points=result.points, max_points=result.max_points, status=result.status,
                             reason=result.reason, verdicts=[v.to_dict() for v in result.verdicts],
@@ -121,31 +131,33 @@ def main() -> None:
                 book.get(key)
                 t3 = time.perf_counter()
                 cpu = _cpu() - cpu0
-                note(f"[{kind}] collect", t1 - t0)
-                note(f"[{kind}] sandbox run", sandbox.last_s)
-                note(f"[{kind}] compare", (t2 - t1) - sandbox.last_s)
-                note(f"[{kind}] record", t3 - t2)
-                note(f"[{kind}] whole submission", t3 - t0)
-                note(f"[{kind}] parent CPU (all threads)", cpu)
+                note(f"[{kind}] collect|{mode}", t1 - t0)
+                note(f"[{kind}] sandbox run|{mode}", sandbox.last_s)
+                note(f"[{kind}] compare|{mode}", (t2 - t1) - sandbox.last_s)
+                note(f"[{kind}] record|{mode}", t3 - t2)
+                note(f"[{kind}] whole submission|{mode}", t3 - t0)
+                note(f"[{kind}] parent CPU (all threads)|{mode}", cpu)
                 full = books["record, synchronous=FULL"]
                 t4 = time.perf_counter()
                 full.record(key, points=result.points, max_points=result.max_points, status=result.status,
                             reason=result.reason, verdicts=[v.to_dict() for v in result.verdicts],
                             figures=result.figures)
                 full.get(key)
-                note(f"[{kind}] record, synchronous=FULL", time.perf_counter() - t4)
+                note(f"[{kind}] record, synchronous=FULL|{mode}", time.perf_counter() - t4)
         for book in books.values():
             book.close()
     print(f"one submission of exercise {exercise.id}, median of {args.n}; load average "
-          f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+          f"{load_at_start:.2f} at start, {os.getloadavg()[0]:.2f} at end, on {os.cpu_count()} cores")
     print(f"  {'sandbox floor (empty module)':44s} {1000 * statistics.median(rows.pop('sandbox floor (empty module)')):8.1f} ms")
+    print(f"  {'':46s}{'before':>9s} {'after':>9s} {'share':>7s} {'before/after':>13s}")
     for kind in sources:
-        whole = statistics.median(rows[f"[{kind}] whole submission"])
+        whole = statistics.median(rows[f"[{kind}] whole submission|{AFTER}"])
         print(f"  {kind}:")
-        for name, times in rows.items():
-            if name.startswith(f"[{kind}] "):
-                median = statistics.median(times)
-                print(f"    {name.removeprefix(f'[{kind}] '):42s} {1000 * median:8.1f} ms  {median / whole:6.1%}")
+        for name in [n.split("|")[0] for n in rows if n.startswith(f"[{kind}] ") and n.endswith(AFTER)]:
+            before = statistics.median(rows[f"{name}|{BEFORE}"])
+            after = statistics.median(rows[f"{name}|{AFTER}"])
+            print(f"    {name.removeprefix(f'[{kind}] '):42s} {1000 * before:6.1f} ms {1000 * after:6.1f} ms "
+                  f"{after / whole:6.1%} {before / after if after else float('nan'):12.2f}x")
 
 
 if __name__ == "__main__":

@@ -55,6 +55,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="runs of each (the median is shown)")
     args = parser.parse_args()
     rows: dict[str, list[float]] = {}
+    load_at_start = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
         work = Path(tmp)
         for _ in range(args.repeat):  # interleaved, so a load spike hits every row alike
@@ -65,8 +66,8 @@ def main() -> None:
             rows.setdefault("  same, server started late", []).append(
                 grade_one(work, {"GRADER_SANDBOX_PRESTART": "0"}))
     torch_s = statistics.median(rows['python -c "import torch"'])
-    print(f"start-up, median of {args.repeat}; load average {os.getloadavg()[0]:.2f} "
-          f"on {os.cpu_count()} cores")
+    print(f"start-up, median of {args.repeat}; load average {load_at_start:.2f} at start, "
+          f"{os.getloadavg()[0]:.2f} at end, on {os.cpu_count()} cores")
     for name, times in rows.items():
         median = statistics.median(times)
         print(f"  {name:32s} {median:6.2f} s   {median / torch_s:5.2f}x import torch")

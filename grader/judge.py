@@ -140,6 +140,23 @@ def _figures(plan: CheckPlan, run: RunResult, expected: RunResult) -> dict:
     return figures
 
 
+def check_batches(plan: CheckPlan) -> list[int]:
+    """How many calls the sandbox sends at once: each check's calls
+    together (one round trip per check, not per call), and each call that
+    belongs to no check (a figure's) on its own."""
+    owner = [None] * len(plan.calls)
+    for check_id, calls in plan.slices.items():
+        for i in range(calls.start, calls.stop):
+            owner[i] = check_id
+    sizes: list[int] = []
+    for i, check_id in enumerate(owner):
+        if sizes and check_id is not None and owner[i - 1] == check_id:
+            sizes[-1] += 1
+        else:
+            sizes.append(1)
+    return sizes
+
+
 class Judge:
     """Grades exercises of one course with one sandbox; reference and variant
     results are computed once per exercise and shared between threads."""
@@ -182,7 +199,7 @@ class Judge:
         plan = self.plan(exercise)
         reference = (self.root / "solutions" / exercise.folder / exercise.module).read_bytes()
         folder = assemble(exercise, reference, workdir / f"reference-{exercise.id}", self.course, self.root)
-        run = self.sandbox.run(folder, exercise.module_name, plan.calls)
+        run = self.sandbox.run(folder, exercise.module_name, plan.calls, check_batches(plan))
         broken = [i for i, call in enumerate(run.calls) if not call.ok]
         if run.status != "ok" or len(run.calls) != len(plan.calls) or broken:
             detail = run.calls[broken[0]].error if broken else run.reason
@@ -206,7 +223,7 @@ class Judge:
         for pitfall_id, variant in load_variants(exercise, self.root).items():
             folder = assemble(exercise, variant.source.encode(), workdir / f"variant-{exercise.id}-{pitfall_id}",
                               self.course, self.root)
-            results[pitfall_id] = self.sandbox.run(folder, exercise.module_name, plan.calls)
+            results[pitfall_id] = self.sandbox.run(folder, exercise.module_name, plan.calls, check_batches(plan))
         return results
 
     def _variant_failure(self, exercise: Exercise, check: Check, pitfall_id: str, variant: RunResult,
@@ -230,13 +247,13 @@ class Judge:
         expected = self.expected(exercise, workdir)
         # Read before the run: source rules judge the bytes as collected.
         source = _read_source(folder / exercise.module)
-        run = self.sandbox.run(folder, exercise.module_name, plan.calls)
+        run = self.sandbox.run(folder, exercise.module_name, plan.calls, check_batches(plan))
         if run.from_outside:
             # Ended by the OOM killer, an operator's kill -9 or the sandbox's own
             # server, never by the submission (RunResult.ended_by): results are
             # keyed by content, so that accident would be kept by every rerun.
             # Once: a submission ended again keeps that result.
-            run = self.sandbox.run(folder, exercise.module_name, plan.calls)
+            run = self.sandbox.run(folder, exercise.module_name, plan.calls, check_batches(plan))
         limits = getattr(self.sandbox, "limits", None)
         verdicts: list[Verdict] = []
         detail = " ".join(run.reason.split())[:DETAIL_LIMIT] if run.status != "ok" else ""

@@ -114,11 +114,11 @@ def test_export_csv_for_an_lms(records, tmp_path, course):
 def test_student_figures_are_inline_svg_on_the_expected_colour_scale():
     expected = [[0.0, 1.0], [0.5, 0.5]]
     drawn = str(svg.side_by_side([[1.0, float("nan")], [0.5, 0.5], [2.0, -1.0]], expected, "<b>weights</b>"))
-    low, high = svg._hex(svg._VIRIDIS(0.0)), svg._hex(svg._VIRIDIS(1.0))
+    low, high, middle = svg.viridis(0.0), svg.viridis(1.0), svg.viridis(0.5)
     cells = re.findall(r'<rect x="[^"]+" y="[^"]+" width="[^"]+" height="[^"]+" fill="(#[0-9a-f]{6})"/>', drawn)
     # Yours (3 x 2, a NaN, values beyond the scale clipped), then expected (2 x 2), then the colour bar.
-    assert cells[:6] == [high, svg.NO_VALUE, svg._hex(svg._VIRIDIS(0.5)), svg._hex(svg._VIRIDIS(0.5)), high, low]
-    assert cells[6:10] == [low, high, svg._hex(svg._VIRIDIS(0.5)), svg._hex(svg._VIRIDIS(0.5))]
+    assert cells[:6] == [high, svg.NO_VALUE, middle, middle, high, low]
+    assert cells[6:10] == [low, high, middle, middle]
     assert "<title>&lt;b&gt;weights&lt;/b&gt;</title>" in drawn and "<b>" not in drawn
     bars = str(svg.score_bars(["01", "<02>"], [1.0, 0.25], [0.5, 0.5]))
     assert "01 you: 100%" in bars and "&lt;02&gt; class mean: 50%" in bars and "<02>" not in bars
@@ -313,19 +313,37 @@ def test_class_report_has_contents_sections_students_per_pitfall_and_the_exam(re
     assert "<i>sqrt" not in (tmp_path / "report" / "students" / "alice.html").read_text()  # escaped
 
 
-def test_count_axes_have_whole_ticks(tmp_path, monkeypatch):
+def test_count_axes_have_whole_ticks(tmp_path):
     from collections import Counter
 
     from grader.report import plots
 
-    figures = []
-    monkeypatch.setattr(plots, "_save", lambda fig, path: figures.append(fig) or path.name)
-    plots.pitfall_counts(Counter({"a": 1, "b": 2, "c": 3}), tmp_path / "p.png")
-    plots.score_histogram([10.0, 55.0, 56.0], tmp_path / "h.png")
-    pitfall_ticks = figures[0].axes[0].get_xticks()
-    student_ticks = figures[1].axes[0].get_yticks()
-    for ticks in (pitfall_ticks, student_ticks):
-        assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks), ticks
+    plots.pitfall_counts(Counter({"a": 1, "b": 2, "c": 3}), tmp_path / "p.svg")
+    plots.score_histogram([10.0, 55.0, 56.0], tmp_path / "h.svg")
+    for name in ("p.svg", "h.svg"):
+        svg = (tmp_path / name).read_text()
+        # tick labels are the texts that are plain numbers (the histogram's 0-100 % axis included)
+        ticks = re.findall(r">(-?[0-9.]+)</text>", svg)
+        assert len(ticks) >= 2 and all(float(t).is_integer() for t in ticks), (name, ticks)
+    # the count axis reaches the highest count, in whole steps
+    assert ">3</text>" in (tmp_path / "p.svg").read_text()
+
+
+def test_class_figures_are_svg_drawn_without_matplotlib(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import sys; from collections import Counter; from pathlib import Path; from grader.report import plots; "
+            f"p = Path({str(tmp_path)!r}); "
+            "plots.score_histogram([5.0, 95.0, 100.0], p / 'h.svg'); "
+            "plots.pass_rates(['01_softmax', '<b>'], [0.5, 1.0], p / 'e.svg', 'mean score (%)'); "
+            "plots.pitfall_counts(Counter({'x': 4}), p / 'q.svg'); print('matplotlib' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "False", done.stderr
+    histogram = (tmp_path / "h.svg").read_text()
+    assert histogram.startswith("<svg") and "0-10 %: 1 student(s)" in histogram and "90-100 %: 2 student(s)" in histogram
+    rates = (tmp_path / "e.svg").read_text()
+    assert "&lt;b&gt;" in rates and "<b>" not in rates and "01_softmax: 50%" in rates
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (.ci/run installs it)")

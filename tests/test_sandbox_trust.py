@@ -289,11 +289,11 @@ class CountingSandbox:
     def __getattr__(self, name: str):
         return getattr(self.box, name)
 
-    def run(self, folder: Path, module_name: str, calls) -> RunResult:
+    def run(self, folder: Path, module_name: str, calls, batches=None) -> RunResult:
         if Path(folder).name == self.target and self.kills > 0:
             self.kills -= 1
             _kill_running_child(self.box, self.after_s)
-        result = self.box.run(folder, module_name, calls)
+        result = self.box.run(folder, module_name, calls, batches)
         if Path(folder).name == self.target:
             self.runs.append(result)
         return result

@@ -49,6 +49,21 @@ def test_a_failed_grade_loads_no_report(tmp_path):
     assert "matplotlib" not in modules
 
 
+def test_a_whole_grade_with_its_report_imports_no_matplotlib(tmp_path):
+    # The class figures are SVG drawn as markup (grader/report/plots.py), and
+    # a class of one has no pair for copydetect (which imports matplotlib).
+    import shutil
+
+    folder = tmp_path / "subs" / "student000" / "01_softmax"
+    folder.mkdir(parents=True)
+    shutil.copy(REPO_ROOT / "solutions" / "01_softmax" / "softmax.py", folder)
+    modules, done = _imported("grade", str(tmp_path / "subs"), "-e", "01", "--jobs", "1",
+                              "--db", str(tmp_path / "g.db"), "--out", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "matplotlib" not in modules and "torch" in modules
+    assert (tmp_path / "out" / "report" / "img" / "scores.svg").read_text().startswith("<svg")
+
+
 def test_importing_the_sandbox_package_imports_no_torch():
     code = "import sys, grader.sandbox, grader.sandbox.prestart; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
@@ -78,3 +93,89 @@ def test_a_server_started_early_is_the_one_the_sandbox_takes(tmp_path):
         assert box.info()["pid"] == pid
         assert prestart._early is None
     assert early[0].poll() is not None  # closed with the sandbox
+
+
+# -- the course, read once per process ------------------------------------------------------
+
+def _course_copy(tmp_path):
+    import shutil
+
+    from grader.course import load_course
+
+    shutil.copy(REPO_ROOT / "course.yaml", tmp_path / "course.yaml")
+    bank = load_course(check_files=False).exam_settings.questions
+    if bank:
+        (tmp_path / bank).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO_ROOT / bank, tmp_path / bank)
+    return tmp_path / "course.yaml", bank
+
+
+def test_the_course_is_read_once_while_its_files_are_unchanged(tmp_path):
+    from grader.course import load_course
+
+    path, _ = _course_copy(tmp_path)
+    first = load_course(path, check_files=False)
+    assert load_course(path, check_files=False) is first
+    # Edited (same size, new time): read again, and the edit shows.
+    text = path.read_text()
+    path.write_text(text.replace("submissions_per_hour: 6", "submissions_per_hour: 7"))
+    edited = load_course(path, check_files=False)
+    assert edited is not first
+    if "submissions_per_hour: 6" in text:
+        assert edited.watch.submissions_per_hour == 7
+
+
+def test_a_changed_question_bank_or_pitfall_file_reloads_the_course(tmp_path):
+    import os
+
+    from grader.course import load_course
+
+    path, bank = _course_copy(tmp_path)
+    first = load_course(path, check_files=False)
+    if bank:
+        os.utime(tmp_path / bank, ns=(1, 1))
+        second = load_course(path, check_files=False)
+        assert second is not first
+        first = second
+    # A pitfall variants file appearing where none was is a change too.
+    exercise = first.exercises[0]
+    (tmp_path / "grader" / "pitfalls").mkdir(parents=True)
+    (tmp_path / "grader" / "pitfalls" / f"{exercise.folder}.yaml").write_text("{}\n")
+    assert load_course(path, check_files=False) is not first
+
+
+def test_a_broken_course_is_never_remembered(tmp_path):
+    from grader.course import CourseError, load_course
+
+    path, _ = _course_copy(tmp_path)
+    good = path.read_text()
+    path.write_text(good + "\nno_such_field: 1\n")
+    with pytest.raises(CourseError):
+        load_course(path, check_files=False)
+    path.write_text(good)
+    assert load_course(path, check_files=False).course.id
+
+
+# -- exit without the interpreter's teardown ------------------------------------------------
+
+@pytest.mark.parametrize("code, status", [(None, 0), (0, 0), (2, 2), (-1, 255), ("a message", 1)])
+def test_a_command_that_loaded_torch_exits_with_its_status_output_and_atexit(code, status):
+    program = textwrap.dedent(f"""
+        import atexit, sys
+        import grader.cli
+        def command():
+            import torch
+            print("printed, unflushed", end="")
+            atexit.register(lambda: sys.stderr.write("atexit ran\\n"))
+            sys.exit({code!r})
+        grader.cli.main = command
+        from grader.__main__ import main
+        main()
+    """)
+    done = subprocess.run([sys.executable, "-c", program], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == status, done.stderr
+    assert done.stdout == "printed, unflushed"
+    assert "atexit ran" in done.stderr
+    if isinstance(code, str):
+        assert "a message" in done.stderr

@@ -8,7 +8,8 @@ Out: a validated :class:`Course` (exercises, pitfalls, assignments, exams,
 It imports nothing above it. A feature that adds to the course (the exams)
 registers its own check with :func:`register_course_check`.
 
-- ``model.py``        the course's models and ``load_course``
+- ``model.py``        the course's models and ``read_course``
+- ``loaded.py``       ``load_course``: the course, read once per process
 - ``exam_schema.py``  the models of exams, exam settings and the question bank
 - ``late_policy.py``  a late policy (shared by homework and exams) and its rule
 - ``schema_base.py``  the strict pydantic base and bilingual ``Text``
@@ -16,8 +17,9 @@ registers its own check with :func:`register_course_check`.
 """
 from grader.course.model import (
     DEFAULT_COURSE_FILE, REPO_ROOT, Assignment, Course, CourseError, CourseMeta, Exercise, ExercisePitfall,
-    GradingLimits, Pitfall, WatchSettings, load_course, register_course_check, shipped_copies,
+    GradingLimits, Pitfall, WatchSettings, register_course_check, shipped_copies,
 )
+from grader.course.loaded import load_course
 from grader.course.schema_base import Text
 
 __all__ = ["DEFAULT_COURSE_FILE", "REPO_ROOT", "Assignment", "Course", "CourseError", "CourseMeta", "Exercise",

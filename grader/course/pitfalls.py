@@ -64,7 +64,7 @@ def load_variants(exercise, root: Path) -> dict[str, Variant]:
     if not path.is_file():
         return {}
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or {}  # noqa: S506
     except yaml.YAMLError as exc:
         raise VariantError(f"{path.name}: not valid YAML: {exc}") from exc
     reference = (root / "solutions" / exercise.folder / exercise.module).read_text(encoding="utf-8")

@@ -134,10 +134,10 @@ def _write_overview(env: Environment, course: Course, records: list[Record], out
     pitfalls = sorted(pitfall_students.items(), key=lambda item: (-len(item[1]), item[0]))
     counts = Counter({p: len(names) for p, names in pitfall_students.items()})
     figures = {
-        "histogram": plots.score_histogram([100 * t / max_total for t in totals.values()], out / "img" / "scores.png"),
+        "histogram": plots.score_histogram([100 * t / max_total for t in totals.values()], out / "img" / "scores.svg"),
         "exercises": plots.pass_rates([e.folder for e in exercises], [exercise_rate[e.id] for e in exercises],
-                                      out / "img" / "exercises.png", "mean score (%)"),
-        "pitfalls": plots.pitfall_counts(counts, out / "img" / "pitfalls.png"),
+                                      out / "img" / "exercises.svg", "mean score (%)"),
+        "pitfalls": plots.pitfall_counts(counts, out / "img" / "pitfalls.svg"),
     } if records else {}
     details = instructor_details(records)
     index = env.get_template("index.html").render(

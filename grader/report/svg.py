@@ -2,26 +2,19 @@
 
 A class of hundreds gets a page each, so these are drawn as markup (about a
 millisecond each) rather than rendered by matplotlib (about 80 ms a PNG, which
-was most of grading 100 submissions of exercise 01). The class overview's few
-figures stay matplotlib PNGs (``plots.py``). Only matplotlib's colour map is
-used here, so the heat maps match the PNGs' colours.
+was most of grading 100 submissions of exercise 01). The class overview's
+figures are SVG files too (``plots.py``); the heat maps use viridis from
+``palette.py``, matplotlib's map without importing matplotlib.
 """
 from __future__ import annotations
 
 import math
 
 from markupsafe import Markup, escape
-from matplotlib import colormaps
-
-from grader.report.plots import COLOR  # the class figures' blue
+from grader.report.palette import COLOR, viridis  # COLOR: the class figures' blue
 
 MEAN_COLOR = "#bbbbbb"
 NO_VALUE = "#dddddd"  # a NaN or an infinity in the student's result
-_VIRIDIS = colormaps["viridis"]
-
-
-def _hex(rgba: tuple) -> str:
-    return "#" + "".join(f"{round(channel * 255):02x}" for channel in rgba[:3])
 
 
 def score_bars(exercises: list[str], mine: list[float], class_mean: list[float]) -> Markup:
@@ -56,7 +49,7 @@ def _cells(data: list[list[float]], x0: float, y0: float, cell: float, low: floa
     for r, row in enumerate(data):
         for c, value in enumerate(row):
             if isinstance(value, (int, float)) and math.isfinite(value):
-                color = _hex(_VIRIDIS(min(max((value - low) / span, 0.0), 1.0)))
+                color = viridis((value - low) / span)
             else:
                 color = NO_VALUE
             rects.append(f'<rect x="{x0 + c * cell:.1f}" y="{y0 + r * cell:.1f}" width="{cell:.2f}" '
@@ -93,7 +86,7 @@ def side_by_side(student: list | None, expected: list, title: str) -> Markup:
     # The colour bar: ten steps of the map, high at the top (no gradient ids to clash between figures).
     bar_x, step = 2 * panel + 40, panel / 10
     parts += [f'<rect x="{bar_x}" y="{top + k * step:.1f}" width="12" height="{step + 0.5:.1f}" '
-              f'fill="{_hex(_VIRIDIS(1 - (k + 0.5) / 10))}"/>' for k in range(10)]
+              f'fill="{viridis(1 - (k + 0.5) / 10)}"/>' for k in range(10)]
     parts.append(f'<text x="{bar_x + 16}" y="{top + 9}" font-size="10">{high:.3g}</text>'
                  f'<text x="{bar_x + 16}" y="{top + panel}" font-size="10">{low:.3g}</text></svg>')
     return Markup("".join(parts))

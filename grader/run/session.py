@@ -130,9 +130,7 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
         out.mkdir(parents=True, exist_ok=True)
         write_grades_csv(records, out / "grades.csv")
         write_results_json(records, out / "results.json")
-        from grader.run.similarity import for_report
-
-        similar = for_report(course, exercises, submissions, root) if records else ([], "")
+        similar = _similarity(course, exercises, submissions, root, run.submissions) if records else ([], "")
         index = write_html_report(course, records + exam_totals, out / "report", exam_stats=exams, similarity=similar)
     except OSError as exc:
         console.print(f"cannot write the reports to {out}: {exc.strerror} ({exc.filename})", markup=False)
@@ -141,3 +139,16 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
                   f"{len(run.submissions)} student(s)")
     console.print(f"gradebook: {db}\ngrades:    {out / 'grades.csv'}\nreport:    {index}")
     return EXIT_OK
+
+
+def _similarity(course, exercises, submissions: Path, root: Path, found: list) -> tuple[list, str]:
+    """The report's similarity section. Without two hand-ins of one exercise
+    there is no pair to compare: copydetect (which imports matplotlib, ~0.5 s)
+    and a second read of the class are skipped, and the report says why."""
+    handed_in = [sum(1 for s in found if (part := s.exercises.get(e.id)) is not None and part.folder is not None)
+                 for e in exercises]
+    if max(handed_in, default=0) < 2:
+        return [], "similarity not computed: no exercise has two submissions to compare"
+    from grader.run.similarity import for_report
+
+    return for_report(course, exercises, submissions, root)

@@ -6,10 +6,11 @@ filesystem view, then waits for a run. When one comes it finishes
 confining itself (module copy and scratch, pivot_root, rlimits, Landlock,
 uid, seccomp, in that order), reports which layers took, and only then
 imports the module, says ``imported``, and only then receives the probe
-calls, one at a time, answering each with one frame. It never returns: it ends with ``os._exit``.
+calls, a batch at a time (one check's calls, or one call), answering each
+call with one frame. It never returns: it ends with ``os._exit``.
 
 fds when the student's code runs: 0 = /dev/null, 1 and 2 = capped pipes
-read by the grader, 3 = the calls (written by the grader one at a time,
+read by the grader, 3 = the calls (written by the grader a batch at a time,
 never before the import), 4 = the result frames. Nothing else.
 """
 from __future__ import annotations
@@ -157,10 +158,12 @@ def _serve(spec: dict) -> None:
     """Import the module, then run each call as the grader sends it.
 
     The module is imported before any input exists in this process: the
-    grader writes call ``i``'s frame only after ``imported`` (for the first)
-    or call ``i - 1``'s result, so code that runs at import time (an error
-    text, a module-level global, a thread reading fd 3) finds nothing of the
-    hidden inputs. A call's own inputs reach only that call's arguments."""
+    grader writes the first batch of calls only after ``imported``, and each
+    next batch only after the previous one's last result, so code that runs
+    at import time (an error text, a module-level global, a thread reading
+    fd 3) finds nothing of the hidden inputs. A batch is one check's calls:
+    they run one by one, each answered on its own (a call that raises fails
+    only itself), and no call sees a later check's inputs."""
     import torch
     from coursekit.loader import load_module
 
@@ -174,26 +177,29 @@ def _serve(spec: dict) -> None:
         return
     _send({"kind": "imported"})
     i = 0
-    while (call := _next_call(i)) is not None:
-        probe, kwargs = call
-        _send(*_call(i, _resolve(probe), module, kwargs))
-        i += 1
+    while (batch := _next_batch(i)) is not None:
+        for probe, kwargs in batch:
+            _send(*_call(i, _resolve(probe), module, kwargs))
+            i += 1
+        del batch, probe, kwargs  # nothing of this batch's inputs outlives it here
 
 
-def _next_call(i: int) -> tuple[str, dict] | None:
-    """Call ``i``'s probe and arguments, or None when the grader has no more."""
+def _next_batch(i: int) -> list[tuple[str, dict]] | None:
+    """The next batch's calls, from call ``i`` on, as (probe, kwargs); None
+    when the grader has no more."""
     got = wire.read_frame(REQUEST_FD)
     if got is None:
         raise wire.ProtocolError("the request stream ended without an 'end' frame")
     header, payload = got
     if header["kind"] == "end":
         return None
-    if header["kind"] != "call" or header.get("i") != i:
-        raise wire.ProtocolError(f"expected call {i}, got {header['kind']!r}")
+    if header["kind"] != "calls" or header.get("i") != i:
+        raise wire.ProtocolError(f"expected the calls from {i}, got {header['kind']!r}")
     value = wire.loads(payload)
-    if type(value) is not list or len(value) != 2 or type(value[0]) is not str or type(value[1]) is not dict:
-        raise wire.ProtocolError("a call frame must hold [probe, kwargs]")
-    return value[0], value[1]
+    if type(value) is not list or not value or len(value) != header.get("n") or not all(
+            type(c) is list and len(c) == 2 and type(c[0]) is str and type(c[1]) is dict for c in value):
+        raise wire.ProtocolError("a calls frame must hold n [probe, kwargs] pairs")
+    return [(probe, kwargs) for probe, kwargs in value]
 
 
 def _resolve(probe: str):

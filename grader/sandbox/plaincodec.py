@@ -57,6 +57,12 @@ def encode(value: Any) -> bytes:
     return b"".join(out)
 
 
+def encode_list(encoded_items: list[bytes]) -> bytes:
+    """The bytes of a list whose items are given already encoded (the
+    grader encodes each probe call once and sends them in batches)."""
+    return b"".join([b"l", _U32.pack(len(encoded_items)), *encoded_items])
+
+
 def _encode(v: Any, out: list[bytes], depth: int) -> None:
     if depth > MAX_DEPTH:
         raise CodecError(f"nested deeper than {MAX_DEPTH}")

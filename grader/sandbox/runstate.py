@@ -3,8 +3,9 @@ frame state machine, and the verdict on how the run ended.
 
 Frames must arrive as ``layers`` then either ``import_error`` or
 ``imported``, then, per call in order, ``result i`` / ``error i``, then
-``done``. The grader writes call ``i`` only after ``imported`` (i = 0) or
-the previous call's result, and ``end`` after the last.
+``done``. The grader writes the calls in batches (one check's calls, or a
+single call): the first batch only after ``imported``, each next one only
+after the previous batch's last result, and ``end`` after the last.
 Anything else ends the run as ``protocol_error``; a run that ends without
 ``done`` keeps the calls it finished, and its status says why it stopped.
 """
@@ -30,7 +31,9 @@ class RunState:
         self.module_name = module_name
         self.layers: dict[str, str] = {}
         self.calls: list[CallResult] = []
-        self.current: int | None = None       # the call sent to the child and not answered yet
+        self.current: int | None = None       # the call the child runs now: its batch's first one not answered
+        self._batch_end = 0                   # the calls sent so far: [0, _batch_end)
+        self._sent_batches = 0
         self.memory_call: int | None = None
         self.import_error: str | None = None
         self.protocol_error: str | None = None
@@ -42,7 +45,7 @@ class RunState:
         self.hung_up = False                  # the result stream reached end of file before the run ended
         self.cut = False                      # ... in the middle of a frame
         self.lived_on = False                 # ... and the child was still alive after it (the grader killed it)
-        self._calls: list[bytes] = []
+        self._batches: list[tuple[int, bytes]] = []
         self._outbox = bytearray()
         self._request_fd = -1
         self._sel: selectors.BaseSelector | None = None
@@ -51,17 +54,18 @@ class RunState:
 
     # -- I/O ------------------------------------------------------------------
 
-    def pump(self, fds: list[int], calls: list[bytes], deadline: float) -> None:
+    def pump(self, fds: list[int], batches: list[tuple[int, bytes]], deadline: float) -> None:
         """Feed the calls and read results and output until the run is
         over: done, failed, out of time or output, or the child is gone.
 
-        ``calls`` are the ready call frames; each is written only when the
-        child is ready for it (after ``imported``, then after the previous
-        call's result), never before: see ``child._serve``."""
+        ``batches`` are (number of calls, ready frame) pairs in call order;
+        each is written only when the child is ready for it (after
+        ``imported``, then after the previous batch's last result), never
+        before: see ``child._serve``."""
         request_w, result_r, out_r, err_r = fds
         for fd in fds:
             os.set_blocking(fd, False)
-        self._calls, self._outbox, self._request_fd = calls, bytearray(), request_w
+        self._batches, self._outbox, self._request_fd = batches, bytearray(), request_w
         sel = selectors.DefaultSelector()
         self._sel = sel
         sel.register(result_r, selectors.EVENT_READ, "result")
@@ -105,12 +109,20 @@ class RunState:
             self._sel.unregister(self._request_fd)
 
     def _next_call(self) -> None:
-        """The child is ready for the next call: send it (or the end)."""
+        """A call was answered (or the module imported): expect the next
+        call of the batch, or send the next batch (or the end) once the
+        batch is all answered."""
         i = len(self.calls)
-        if i < len(self._calls):
+        if i < self._batch_end:
             self.current = i
-            self._queue(self._calls[i])
+            return
+        if self._sent_batches < len(self._batches):
+            count, frame = self._batches[self._sent_batches]
+            self._sent_batches += 1
+            self.current, self._batch_end = i, i + count
+            self._queue(frame)
         else:
+            self.current = None
             self._queue(wire.frame({"kind": "end"}))
 
     def _read_results(self, fd: int) -> bool:
@@ -195,14 +207,12 @@ class RunState:
                 self.calls.append(CallResult(ok=True, value=wire.loads(payload)))
             except wire.ProtocolError as exc:
                 self.calls.append(CallResult(ok=False, error_type="ProtocolError", error=_text(str(exc))))
-            self.current = None
             self._next_call()
         elif kind == "error" and i == self.current and type(i) is int:
             self.calls.append(CallResult(ok=False, error_type=_text(header.get("error_type"), 100),
                                          error=_text(header.get("error"))))
             if header.get("memory") is True and self.memory_call is None:
                 self.memory_call = i
-            self.current = None
             self._next_call()
         elif kind == "done" and self.imported and self.current is None and len(self.calls) == len(self.probes):
             self.done = True

@@ -221,6 +221,12 @@ def main() -> None:
         raise
     _reply(ctl, {"op": "ready", **info})
     serve(ctl)
+    # Its children are killed and reaped; the interpreter's teardown of a
+    # torch-sized process (~0.4 s of CPU) would only keep the grader's
+    # Sandbox.close waiting.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
