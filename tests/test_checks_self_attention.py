@@ -6,7 +6,7 @@ import pytest
 
 from grader.judge import Judge
 from grader.sandbox import Limits, Sandbox
-from grader.submissions import assemble
+from grader.intake.submissions import assemble
 
 ALTERNATIVE = '''\
 import math
