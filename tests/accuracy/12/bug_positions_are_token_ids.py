@@ -1,7 +1,6 @@
 #: expect: loses
 #: fails: [12-logits, 12-short-inputs]
-#: hint: [pos-emb-positions]
-#: about: looks the positions up with the token ids (pos_emb(idx)) instead of 0..n-1
+#: about: looks the positions up with the token ids (pos_emb(idx)) instead of 0..n-1: an IndexError for any id >= context_length
 """Exercise 12, a submission: a GPT."""
 import torch
 from torch import nn

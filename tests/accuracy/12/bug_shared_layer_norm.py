@@ -1,6 +1,5 @@
 #: expect: loses
 #: fails: [12-block, 12-structure]
-#: not_hint: [final-norm-missing]
 #: about: one LayerNorm serves both sublayers (norm2 is norm1): norm2's parameters are never its own
 """Exercise 12, a submission: a GPT."""
 import torch
