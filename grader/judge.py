@@ -280,7 +280,7 @@ class Judge:
                 verdicts.append(Verdict(check.id, False, 0.0, points[check.id], check.message, failure.reason,
                                         kind=failure.kind, instructor_detail=failure.detail or detail))
                 continue
-            confirmed, possible = self._suspects(exercise, check, calls, run, expected, failure, workdir)
+            confirmed, possible = self._suspects(exercise, check, calls, run, expected, failure, workdir, passed)
             verdicts.append(Verdict(check.id, False, 0.0, points[check.id], check.message, failure.reason,
                                     [*confirmed, *possible], confirmed, possible, failure.kind, failure.detail))
         _explain_by_confirmed(verdicts)
@@ -292,13 +292,16 @@ class Judge:
         return ExerciseResult(exercise.id, run.status, cause, verdicts, exercise.points, figures, detail)
 
     def _suspects(self, exercise: Exercise, check: Check, calls: slice, run: RunResult, expected: RunResult,
-                  failure: Failure, workdir: Path) -> tuple[list[str], list[str]]:
+                  failure: Failure, workdir: Path, passed: set[str]) -> tuple[list[str], list[str]]:
         """(confirmed, possible) pitfalls of a failed check. Confirmed: the
         variant fails exactly like the submission. Possible: a pitfall the
         check declares (or, for a raised error, whose known error message
         matches) whose variant fails with the same signature, i.e. the same
         check and the same kind of failure: wrong values, NaN, wrong shape,
-        the same exception. At most :data:`MAX_POSSIBLE`."""
+        the same exception; and whose variant passes every check in
+        ``passed`` (the checks the submission passes): a mistake that would
+        have failed one of them is not the submission's. At most
+        :data:`MAX_POSSIBLE`."""
         variants = self.variant_results(exercise, workdir)
         confirmed = [pitfall_id for pitfall_id, variant in variants.items()
                      if self._variant_failure(exercise, check, pitfall_id, variant, expected) is not None
@@ -318,9 +321,19 @@ class Judge:
                     possible.append(pitfall_id)
                 continue
             theirs = self._variant_failure(exercise, check, pitfall_id, variant, expected)
-            if theirs is not None and same_signature(theirs.kind, failure.kind):
+            if theirs is not None and same_signature(theirs.kind, failure.kind) \
+                    and self._consistent(exercise, pitfall_id, variant, expected, passed):
                 possible.append(pitfall_id)
         return confirmed, possible
+
+    def _consistent(self, exercise: Exercise, pitfall_id: str, variant: RunResult, expected: RunResult,
+                    passed: set[str]) -> bool:
+        """Whether the pitfall's variant passes every check the submission
+        passes. A context-only bug whose scores and weights are right is not
+        offered the scores' and weights' pitfalls: their variants fail those
+        checks. (Each variant's failure per check is computed once.)"""
+        return all(self._variant_failure(exercise, other, pitfall_id, variant, expected) is None
+                   for other in self.plan(exercise).checks if other.id in passed)
 
     def _missing_names(self, exercise: Exercise, source: bytes | None) -> list[str]:
         """The stub's public names that the submission does not define

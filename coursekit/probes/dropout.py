@@ -7,6 +7,10 @@ never sees the replacement. :class:`FixedDropout` is a ``TorchFunctionMode``
 instead: PyTorch hands it every call of ``F.dropout`` (under any name it was
 imported as), ``nn.Dropout`` (which calls ``F.dropout``), ``torch.dropout``,
 ``torch.dropout_`` and ``torch.native_dropout`` while the mode is active.
+Its masks depend on the position of an entry in the last two dimensions
+only (:func:`canonical_keep`), so every allowed way of dropping attention
+weights (all heads at once, one head at a time, reshaped, transposed)
+drops the same entries.
 """
 from __future__ import annotations
 
@@ -38,21 +42,49 @@ _ENTRY_POINTS: dict[Callable, Callable] = {
 }
 
 
+def canonical_keep(seed: int, shape: tuple[int, ...], p: float) -> torch.Tensor:
+    """The keep-mask (bool, ``shape``) that :class:`FixedDropout` gives a
+    dropout of ``shape`` under ``seed``: it depends only on the seed and on
+    the sizes of the last two dimensions, is the same for every slice over
+    the leading ones, and transposing the last two dimensions transposes it
+    (a square one is symmetric).
+
+    Why so: a correct attention drops its (queries, keys) weights in one
+    call on (b, h, n, n), in one call per head on (b, n, n), on a reshaped
+    (b * h, n, n), or keys-first and transposed; with this mask every one of
+    them drops the same (query, key) entries, so their outputs agree with
+    the reference's. Dropout in the wrong place (on the scores, on the
+    output) still drops other numbers and shows.
+    """
+    rows, cols = (1, shape[-1]) if len(shape) == 1 else (shape[-2], shape[-1]) if shape else (1, 1)
+    small, large = min(rows, cols), max(rows, cols)
+    # One generator per (seed, sizes): the draw does not depend on how many
+    # dropouts ran before, so an extra per-head call shifts nothing.
+    mixed = (seed * 1_000_003 + small * 10_007 + large) % (2**63 - 1)
+    table = torch.rand(small, large, generator=torch.Generator().manual_seed(mixed)) >= p
+    if small == large:  # symmetric: the transpose of a square table is itself
+        table = table.triu() | table.triu(1).t()
+    if rows > cols:
+        table = table.t()
+    return table.reshape(shape if len(shape) <= 1 else (rows, cols)).expand(shape)
+
+
 class FixedDropout(TorchFunctionMode):
-    """In this block, the i-th dropout that acts (training mode, ``p > 0``)
-    keeps the entries where the i-th ``torch.rand(shape)`` of a generator
-    seeded with ``seed`` is at least ``p``, in the tensor's *logical* order.
+    """In this block, every dropout that acts (training mode, ``p > 0``)
+    keeps the entries of :func:`canonical_keep` for its seed, shape and p,
+    in the tensor's *logical* order, however it is called.
 
     Why not ``torch.manual_seed``: dropout fills its mask in memory order,
     so a correct solution whose tensor comes out with other strides
     (``einsum`` does that for some sizes) would drop other entries than the
-    reference. ``shapes`` records the shape of every dropout that acted:
-    plain facts for a probe to return.
+    reference; and a solution that drops each head's weights in its own
+    call would draw them in another order. ``shapes`` records the shape of
+    every dropout that acted: plain facts for a probe to return.
     """
 
     def __init__(self, seed: int):
         super().__init__()
-        self.generator = torch.Generator().manual_seed(seed)
+        self.seed = seed
         self.shapes: list[list[int]] = []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
@@ -64,7 +96,7 @@ class FixedDropout(TorchFunctionMode):
         if not training or p == 0:
             return func(*args, **kwargs)  # the mode is off inside: no recursion
         self.shapes.append(list(input.shape))
-        keep = (torch.rand(tuple(input.shape), generator=self.generator) >= p).to(input.device)
+        keep = canonical_keep(self.seed, tuple(input.shape), p).to(input.device)
         output = input * keep.to(input.dtype) / (1 - p) if p < 1 else input * 0
         if func is torch.native_dropout:
             return output, keep

@@ -14,6 +14,7 @@ from types import ModuleType
 import torch
 
 from coursekit.probes import modules
+from coursekit.probes.dropout import FixedDropout
 from coursekit.probes.positional_encoding import error_of
 
 Weights = dict[str, torch.Tensor]
@@ -122,7 +123,10 @@ def attention_gradients(module: ModuleType, d_model: int, num_heads: int, weight
 def attention_train_eval(module: ModuleType, d_model: int, num_heads: int, dropout: float,
                          weights: Weights, x: torch.Tensor, seeds: tuple[int, int] = (0, 1)) -> dict:
     """Self-attention output and ``attn`` of one module in train and eval
-    mode, each under two seeds: ``{"train_0": {"output", "attn"}, ...}``."""
+    mode, each under two seeds: ``{"train_0": {"output", "attn"}, ...}``.
+    Dropout masks come from the seed by (query, key) position
+    (:class:`coursekit.probes.dropout.FixedDropout`): all heads in one call
+    or one call per head drop the same weights."""
     mha, _ = _attention(module, d_model, num_heads, weights, dropout=dropout)
     found = {}
     with torch.no_grad():
@@ -130,7 +134,8 @@ def attention_train_eval(module: ModuleType, d_model: int, num_heads: int, dropo
             mha.train(mode == "train")
             for seed in seeds:
                 torch.manual_seed(seed)
-                output = mha(x, x, x)
+                with FixedDropout(seed):
+                    output = mha(x, x, x)
                 attn = getattr(mha, "attn", None)
                 found[f"{mode}_{seed}"] = {"output": output,
                                            "attn": attn.clone() if isinstance(attn, torch.Tensor) else attn}
@@ -149,12 +154,21 @@ def feed_forward_output(module: ModuleType, d_model: int, d_ff: int, weights: We
         return {"output": ffn(x), "load": load}
 
 
+def _seeded_masks(call):
+    """``call()`` with dropout masks drawn by position from the seed that
+    :func:`coursekit.probes.modules.train_eval_outputs` has just set
+    (:class:`coursekit.probes.dropout.FixedDropout`): the same entries are
+    dropped whatever the memory layout of the tensor."""
+    with FixedDropout(torch.initial_seed()):
+        return call()
+
+
 def feed_forward_train_eval(module: ModuleType, d_model: int, d_ff: int, dropout: float,
                             weights: Weights, x: torch.Tensor) -> dict:
     """Outputs in train and eval mode under two seeds each."""
     ffn = module.PositionwiseFeedForward(d_model, d_ff, dropout=dropout)
     modules.load_weights(ffn, weights)
-    return modules.train_eval_outputs(ffn, lambda m: m(x))
+    return modules.train_eval_outputs(ffn, lambda m: _seeded_masks(lambda: m(x)))
 
 
 def add_norm_output(module: ModuleType, d_model: int, weights: Weights, x: torch.Tensor,
@@ -172,7 +186,7 @@ def add_norm_train_eval(module: ModuleType, d_model: int, dropout: float, weight
     """Outputs in train and eval mode under two seeds each."""
     add_norm = module.AddNorm(d_model, dropout=dropout)
     modules.load_weights(add_norm, weights)
-    return modules.train_eval_outputs(add_norm, lambda m: m(x, sublayer_out))
+    return modules.train_eval_outputs(add_norm, lambda m: _seeded_masks(lambda: m(x, sublayer_out)))
 
 
 def encoder_layer_output(module: ModuleType, d_model: int, num_heads: int, d_ff: int,
@@ -203,8 +217,9 @@ def block_run(module: ModuleType, class_name: str, args: list, weights: Weights,
     """One forward of ``module.<class_name>(*args, **kwargs)`` on ``inputs``
     (positional; None and bool masks pass through), with ``weights`` loaded
     by name, then ``.to(dtype)`` if given, in train or eval mode, the global
-    RNG seeded with ``seed`` just before the call (so dropout draws the same
-    masks in every correct solution). With ``upstream``, also backpropagates
+    RNG seeded with ``seed`` just before the call and dropout masks drawn
+    from it by position (:class:`coursekit.probes.dropout.FixedDropout`),
+    so every correct solution drops the same entries. With ``upstream``, also backpropagates
     ``sum(output * upstream)``.
 
     Returns the output, ``attn`` before (None or not) and after the call if
@@ -225,7 +240,7 @@ def block_run(module: ModuleType, class_name: str, args: list, weights: Weights,
     # inputs_unchanged instead of failing with autograd's leaf error.
     fed = [t.clone() if isinstance(t, torch.Tensor) else t for t in leaves]
     torch.manual_seed(seed)
-    with torch.set_grad_enabled(want_grad):
+    with torch.set_grad_enabled(want_grad), FixedDropout(seed):
         output = block(*fed)
     if want_grad and isinstance(output, torch.Tensor):
         (output * upstream).sum().backward()

@@ -3,8 +3,11 @@
 Every call builds a fresh ``CausalAttention`` in the sandbox and loads
 seeded weights by name (``coursekit.probes.causal_attention``), so nothing
 depends on the order in which a submission's ``__init__`` creates its
-layers. Train-mode calls seed torch right before the forward, so the
-dropout masks of submission and reference are drawn identically.
+layers. In train mode every dropout draws its mask from a seed by the
+(query, key) position of each entry (``coursekit.probes.dropout``), so the
+dropout masks of submission and reference are drawn identically however
+dropout is called. The inputs are built in
+grader/checks/causal_attention_inputs.py; this module says what is compared.
 """
 from __future__ import annotations
 
@@ -15,136 +18,14 @@ import torch
 from coursekit.probes import causal_attention as probe
 from grader.checks import FUSED_ATTENTION, observing, requiring
 from grader.checks import Check, Compare, all_of, no_forbidden_calls, plain_equal, tensors_close, text
-from grader.checks.devices import device_check, placement_call
+from grader.checks.causal_attention_inputs import (
+    AFTER_TO, DEVICES, dropout_calls, forward_calls, gradient_calls, large_score_calls, placement_calls, randint,
+    random_config, repeated_calls, revealing_calls, structure_calls, too_long_calls,
+)
+from grader.checks.devices import device_check
 from grader.sandbox import ProbeCall
 
-P = "coursekit.probes.causal_attention:"
-FORWARD, RAISED, STRUCTURE = P + "forward", P + "raised", P + "structure"
-AFTER_TO, DEVICES, GRADIENTS = P + "after_to", P + "devices", P + "all_gradients"
-DROPOUT = P + "dropout_runs"
-
-
-# ---------------------------------------------------------------- random configurations
-
-def _int(gen: torch.Generator, low: int, high: int) -> int:
-    """An int in [low, high], inclusive."""
-    return int(torch.randint(low, high + 1, (1,), generator=gen))
-
-
-def _config(gen: torch.Generator, *, shorter: bool | None = None, batched: bool = True,
-            dtype: torch.dtype = torch.float32) -> dict:
-    """Random sizes, input and seeded weights for ``probe.forward`` and the
-    like. ``shorter``: n < context_length (True), n == context_length
-    (False) or either (None). Odd sizes and batch 1 come up often."""
-    n = _int(gen, 1, 7)
-    if shorter is None:
-        shorter = bool(_int(gen, 0, 1))
-    context_length = n + (_int(gen, 1, 4) if shorter else 0)
-    d_in, d_out, batch = _int(gen, 1, 8), _int(gen, 1, 6), _int(gen, 1, 3)
-    qkv_bias = bool(_int(gen, 0, 1))
-    shape = (batch, n, d_in) if batched else (n, d_in)
-    x = torch.randn(shape, generator=gen, dtype=dtype)
-    weights = probe.random_weights(d_in, d_out, qkv_bias, seed=_int(gen, 0, 2**30), dtype=dtype)
-    return {"x": x, "d_out": d_out, "context_length": context_length, "qkv_bias": qkv_bias, "weights": weights}
-
-
-def _forwards(gen: torch.Generator, count: int, **options: bool) -> list[ProbeCall]:
-    return [ProbeCall(FORWARD, _config(gen, **options)) for _ in range(count)]
-
-
 OUTPUT = "outputs", 0  # forward's result: the output of its (only) call
-def _revealing(gen: torch.Generator, count: int, shorter: bool = True) -> list[ProbeCall]:
-    """Inputs whose values are the identity: the output is the attention
-    weight matrix itself, read without any hook. ``shorter``: n may be
-    below context_length."""
-    calls = []
-    for i in range(count):
-        n, qkv_bias = _int(gen, 2, 7), bool(i % 2)
-        x, weights = probe.revealing_setup(_int(gen, 1, 3), n, qkv_bias=qkv_bias, seed=_int(gen, 0, 2**30))
-        calls.append(ProbeCall(FORWARD, {"x": x, "d_out": n, "context_length": n + _int(gen, 0, 2 * shorter),
-                                         "qkv_bias": qkv_bias, "weights": weights}))
-    return calls
-
-
-def _too_long(gen: torch.Generator) -> list[ProbeCall]:
-    calls = []
-    for batched in (True, True, False):
-        context_length = _int(gen, 1, 5)
-        n = context_length + _int(gen, 1, 3)
-        d_in = _int(gen, 2, 6)
-        x = torch.randn((2, n, d_in) if batched else (n, d_in), generator=gen)
-        calls.append(ProbeCall(RAISED, {"x": x, "d_out": _int(gen, 1, 4), "context_length": context_length}))
-    return calls
-
-
-# Inputs this many times larger make the scores ~60 times larger than in the
-# other checks (hundreds): exp() overflows float32 unless the softmax
-# subtracts each row's maximum first (torch.softmax does).
-LARGE = 8.0
-
-
-def _large_scores(gen: torch.Generator) -> list[ProbeCall]:
-    calls = []
-    for batched in (True, True, False):
-        config = _config(gen, batched=batched)
-        calls.append(ProbeCall(FORWARD, config | {"x": config["x"] * LARGE}))
-    return calls
-
-
-def _placements(gen: torch.Generator) -> list[ProbeCall]:
-    """Forward passes on the meta device: batched and shorter than
-    context_length, then one unbatched at full length."""
-    calls = []
-    for batched, shorter in ((True, True), (False, False)):
-        config = _config(gen, shorter=shorter, batched=batched)
-        d_in = config["x"].size(-1)
-        calls.append(placement_call("CausalAttention", {"qkv_bias": config["qkv_bias"]}, config["x"],
-                                    init_args=(d_in, config["d_out"], config["context_length"], 0.0)))
-    return calls
-
-
-def _structures(gen: torch.Generator) -> list[ProbeCall]:
-    return [ProbeCall(STRUCTURE, {"d_in": _int(gen, 1, 8), "d_out": _int(gen, 1, 6),
-                                  "context_length": _int(gen, 1, 9), "dropout": p, "qkv_bias": bias})
-            for p, bias in ((0.0, False), (0.25, True), (0.6, False))]
-
-
-def _dropout(gen: torch.Generator, count: int, *, train: bool) -> list[ProbeCall]:
-    """Dropout p in [0.2, 0.8] under two seeds, against the same weights
-    without dropout; some calls unbatched. Train mode uses inputs whose
-    values are the identity, so the output is the weight matrix and dropout
-    on it shows entry by entry. Inputs as long as context_length: slicing
-    the mask is checked elsewhere."""
-    calls = []
-    for i in range(count):
-        if train:
-            kwargs = _revealing(gen, 1, shorter=False)[0].kwargs
-            if i % 3 == 2:
-                kwargs["x"] = kwargs["x"][0]
-        else:
-            kwargs = _config(gen, batched=i % 3 != 2, shorter=False)
-        p = round(0.2 + 0.6 * float(torch.rand((), generator=gen)), 3)
-        seeds = [_int(gen, 0, 10_000), _int(gen, 0, 10_000)]
-        calls.append(ProbeCall(DROPOUT, kwargs | {"dropout": p, "train": train, "seeds": seeds}))
-    return calls
-
-
-def _repeated(gen: torch.Generator) -> list[ProbeCall]:
-    """Three calls on one module (eval mode, so dropout mistakes do not
-    show here): shorter than context_length, as long, and unbatched."""
-    return [ProbeCall(FORWARD, _config(gen, shorter=True) | {"calls": 3}),
-            ProbeCall(FORWARD, _config(gen, shorter=False) | {"calls": 3}),
-            ProbeCall(FORWARD, _config(gen, shorter=True, batched=False) | {"calls": 3})]
-
-
-def _gradients(gen: torch.Generator) -> list[ProbeCall]:
-    """Eval mode in float32 (batched, unbatched) and float64; train mode
-    with dropout under a fixed seed."""
-    return [ProbeCall(GRADIENTS, _config(gen, batched=batched, dtype=dtype)
-                      | {"dropout": 0.4 * train, "train": train, "seed": _int(gen, 0, 10_000),
-                         "upstream_seed": _int(gen, 0, 10_000)})
-            for dtype, batched, train in ((torch.float32, True, False), (torch.float32, False, False),
-                                          (torch.float64, True, False), (torch.float32, True, True))]
 
 
 # ---------------------------------------------------------------- comparisons
@@ -286,7 +167,7 @@ CHECKS = [
         weight=3,
         message=text("outputs for inputs exactly as long as context_length, many sizes, with and without bias",
                      "输入长度恰好等于 context_length 时的输出（多种尺寸，带或不带偏置）"),
-        calls=lambda gen: _forwards(gen, 8, shorter=False),
+        calls=lambda gen: forward_calls(gen, 8, shorter=False),
         compare=tensors_close(*OUTPUT),
         pitfalls=MASK_MISTAKES,
     ),
@@ -294,7 +175,7 @@ CHECKS = [
         id="05-shorter-inputs",
         weight=2,
         message=text("outputs for inputs shorter than context_length", "输入短于 context_length 时的输出"),
-        calls=lambda gen: _forwards(gen, 6, shorter=True),
+        calls=lambda gen: forward_calls(gen, 6, shorter=True),
         compare=tensors_close(*OUTPUT),
         pitfalls=("mask-no-slice", *MASK_MISTAKES),
         seed=1,
@@ -302,7 +183,7 @@ CHECKS = [
     Check(
         id="05-unbatched",
         message=text("outputs for unbatched inputs of shape (n, d_in)", "不带 batch、形状为 (n, d_in) 的输入的输出"),
-        calls=lambda gen: _forwards(gen, 4, batched=False),
+        calls=lambda gen: forward_calls(gen, 4, batched=False),
         compare=tensors_close(*OUTPUT),
         pitfalls=("mask-no-slice", *MASK_MISTAKES),
         seed=2,
@@ -312,7 +193,7 @@ CHECKS = [
         weight=2,
         message=text("the attention weights: zero on future tokens, non-zero on the diagonal, each row summing "
                      "to one, no NaN", "注意力权重：未来 token 上为 0，对角线上不为 0，每行之和为 1，没有 NaN"),
-        calls=lambda gen: _revealing(gen, 4, shorter=False),
+        calls=lambda gen: revealing_calls(gen, 4, shorter=False),
         compare=_derived(_symptoms, "the weights are not causal and normalised"),
         pitfalls=MASK_MISTAKES,
         seed=3,
@@ -321,7 +202,7 @@ CHECKS = [
         id="05-too-long-raises",
         message=text("an input longer than context_length raises ValueError (batched and unbatched)",
                      "输入长于 context_length 时抛出 ValueError（带或不带 batch）"),
-        calls=_too_long,
+        calls=too_long_calls,
         compare=plain_equal("raised", reason="did not raise ValueError"),
         seed=4,
     ),
@@ -332,7 +213,7 @@ CHECKS = [
                      "buffer, True strictly above the diagonal",
                      "构造函数：三个投影层、nn.Dropout(p)，以及 mask：注册并会被保存的 bool buffer，"
                      "仅在对角线以上为 True"),
-        calls=_structures,
+        calls=structure_calls,
         compare=_mask_registered,
         pitfalls=("mask-not-buffer", "mask-off-by-one", "qkv-bias-ignored"),
         seed=5,
@@ -341,7 +222,7 @@ CHECKS = [
         id="05-to-float64",
         message=text(".to(torch.float64) converts the parameters, keeps a bool mask, and the module then computes "
                      "in float64", ".to(torch.float64) 转换参数、掩码仍为 bool，之后模块以 float64 计算"),
-        calls=lambda gen: [ProbeCall(AFTER_TO, _config(gen, dtype=torch.float64) | {"dtype": torch.float64})
+        calls=lambda gen: [ProbeCall(AFTER_TO, random_config(gen, dtype=torch.float64) | {"dtype": torch.float64})
                            for _ in range(3)],
         compare=all_of(_dtypes_of_reference_tensors, tensors_close("output")),
         seed=6,
@@ -350,8 +231,8 @@ CHECKS = [
         id="05-to-device",
         message=text(".to(device) moves every tensor of the module, the mask included",
                      ".to(device) 会移动模块的所有张量，包括掩码"),
-        calls=lambda gen: [ProbeCall(DEVICES, {"d_in": _int(gen, 1, 6), "d_out": _int(gen, 1, 6),
-                                               "context_length": _int(gen, 1, 8), "device": "meta"})
+        calls=lambda gen: [ProbeCall(DEVICES, {"d_in": randint(gen, 1, 6), "d_out": randint(gen, 1, 6),
+                                               "context_length": randint(gen, 1, 8), "device": "meta"})
                            for _ in range(2)],
         # The devices the tensors ended on: only "meta" when .to() moved them all.
         compare=_derived(lambda devices: sorted(set(devices.values())), "some tensors were left behind"),
@@ -362,13 +243,13 @@ CHECKS = [
         id="05-large-scores",
         message=text("very large scores (hundreds): finite outputs, no overflow",
                      "非常大的分数（数百）：输出为有限值，不溢出"),
-        calls=_large_scores,
+        calls=large_score_calls,
         compare=all_of(tensors_close(*OUTPUT, atol=1e-4, rtol=1e-3), plain_equal("load", reason="weights did not load")),
         pitfalls=("softmax-overflow",),
         seed=15,
     ),
     device_check(
-        "05-forward-device", _placements, owner="CausalAttention", pitfalls=("mask-cpu-loop", "mask-not-buffer"),
+        "05-forward-device", placement_calls, owner="CausalAttention", pitfalls=("mask-cpu-loop", "mask-not-buffer"),
         weight=1, seed=14,
     ),
     Check(
@@ -376,7 +257,7 @@ CHECKS = [
         weight=1.5,
         message=text("in eval mode dropout has no effect, whatever the random seed",
                      "评估模式下 dropout 不起作用（无论随机种子为何）"),
-        calls=lambda gen: _dropout(gen, 3, train=False),
+        calls=lambda gen: dropout_calls(gen, 3, train=False),
         compare=_derived(_eval_is_clean, "dropout changed the output in eval mode"),
         pitfalls=("dropout-in-eval",),
         requires=(WEIGHTS_OK,),
@@ -388,7 +269,7 @@ CHECKS = [
         message=text("in train mode dropout acts once on the attention weights after the softmax, "
                      "kept weights scaled by 1/(1-p)",
                      "训练模式下 dropout 在 softmax 之后作用于注意力权重一次，保留的权重乘以 1/(1-p)"),
-        calls=lambda gen: _dropout(gen, 4, train=True),
+        calls=lambda gen: dropout_calls(gen, 4, train=True),
         compare=_train_dropout,
         pitfalls=("dropout-typo", "dropout-before-softmax"),
         requires=(WEIGHTS_OK,),
@@ -399,7 +280,7 @@ CHECKS = [
         weight=1.5,
         message=text("calling forward several times gives the same output and leaves self.mask and the input "
                      "unchanged", "多次调用 forward 输出相同，且 self.mask 与输入都不被修改"),
-        calls=_repeated,
+        calls=repeated_calls,
         compare=_derived(_repeat_facts, "a later call differs, or the mask or the input was modified"),
         pitfalls=("mask-inplace-buffer",),
         requires=(WEIGHTS_OK,),
@@ -410,7 +291,7 @@ CHECKS = [
         weight=2,
         message=text("gradients of the input and of every parameter (float32 and float64, eval and train mode)",
                      "输入和每个参数的梯度（float32 与 float64，评估与训练模式）"),
-        calls=_gradients,
+        calls=gradient_calls,
         compare=all_of(tensors_close("input_grad"), _each_close("parameter_grads")),
         seed=11,
     ),

@@ -3,28 +3,27 @@
 Every module is built from a plain config and gets explicit, seeded weights
 by name (``random_weights``), so a correct solution that creates its layers
 in another order still passes. In training mode, every dropout draws its
-mask from a seed in the tensor's logical order (``forward_fixed_dropout``),
-so submission and reference drop the same entries whatever the memory
-layout of their attention weights; eval-mode probes seed torch too, so a
-dropout that should not run at all gives the same draws on every machine.
+mask from a seed by the (query, key) position of each entry
+(``forward_fixed_dropout``), so submission and reference drop the same
+entries whatever the memory layout of their attention weights and whether
+they drop all heads in one call or one head at a time; eval-mode probes
+seed torch too, so a dropout that should not run at all gives the same
+draws on every machine. The inputs are built in
+grader/checks/multihead_inputs.py; this module says what is compared.
 """
 from __future__ import annotations
 
 import torch
 
-from coursekit.probes.multihead import random_weights
 from grader.checks import FUSED_ATTENTION, observing, requiring
 from grader.checks import (CallBuilder, Check, Compare, pick, all_of, no_forbidden_calls, plain_equal,
                            tensors_close, text)
-from grader.checks.devices import device_check, placement_call
-from grader.sandbox import ProbeCall
-
-P = "coursekit.probes.multihead:"
-SPLIT, MERGE, ROUND_TRIP = P + "split_heads_output", P + "merge_heads_output", P + "round_trips"
-EXCEPTION, FORWARD_EXCEPTION = P + "exception_from", P + "forward_exception"
-FORWARD, FORWARD_IN, STATE = P + "forward", P + "forward_in", P + "state"
-SEQUENCE, GRADIENTS, FIXED_DROPOUT = P + "calls_in_sequence", P + "gradients", P + "forward_fixed_dropout"
-MHA, WRAPPER = "MultiHeadAttention", "MultiHeadAttentionWrapper"
+from grader.checks.devices import device_check
+from grader.checks.multihead_inputs import (
+    MERGE, MHA, SPLIT, WRAPPER, constructor_calls, forward_calls, gradient_calls, large_scores, longer_calls,
+    mha_config, placements, round_trip_calls, sequence_calls, split_indivisible, split_merge_calls, state_calls,
+    wrapper_config,
+)
 
 
 def _close(*path: str | int, atol: float = 1e-5, rtol: float = 1e-4) -> Compare:
@@ -56,113 +55,11 @@ UNTOUCHED = all_of(UNCHANGED_INPUT,
                    plain_equal("buffers_unchanged", reason="changed a registered buffer during the forward pass"))
 
 
-# ---------------------------------------------------------------- inputs
-
-
-def _int(gen: torch.Generator, low: int, high: int) -> int:
-    """A random int in [low, high], both included."""
-    return int(torch.randint(low, high + 1, (1,), generator=gen))
-
-
-def _seed(gen: torch.Generator) -> int:
-    return _int(gen, 0, 2**31 - 1)
-
-
-def _randn(gen: torch.Generator, *shape: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
-    return torch.randn(*shape, generator=gen, dtype=dtype)
-
-
-def _sizes(gen: torch.Generator, index: int, count: int) -> tuple[int, int, int, int]:
-    """(b, n, h, hd). Most cases have b, n, h all different, h >= 2 and
-    n >= 2 (there a split or merge that skips the transpose gives the right
-    shape and wrong numbers); the last three have b = 1, n = 1 and h = 1."""
-    while len({b := _int(gen, 1, 4), n := _int(gen, 2, 6), h := _int(gen, 2, 4)}) < 3:
-        pass
-    hd, edge = _int(gen, 1, 4), count - index
-    return (1 if edge == 3 else b), (1 if edge == 2 else n), (1 if edge == 1 else h), hd
-
-
-def _split_merge_calls(gen: torch.Generator, probe: str, count: int) -> list[ProbeCall]:
-    calls = []
-    for i in range(count):
-        b, n, h, hd = _sizes(gen, i, count)
-        dtype = torch.float64 if i % 3 == 2 else torch.float32
-        if probe == SPLIT:
-            calls.append(ProbeCall(SPLIT, {"x": _randn(gen, b, n, h * hd, dtype=dtype), "num_heads": h}))
-        else:  # contiguous, as the output of weights @ v is
-            calls.append(ProbeCall(MERGE, {"x": _randn(gen, b, h, n, hd, dtype=dtype)}))
-    return calls
-
-
-def _round_trip_calls(gen: torch.Generator, count: int) -> list[ProbeCall]:
-    calls = []
-    for i in range(count):
-        b, n, h, hd = _sizes(gen, i, count + 3)  # never the edges: h = 1 has nothing to split
-        x = _randn(gen, _int(gen, 1, 3), _int(gen, 2, 5), h * _int(gen, 1, 3))
-        calls.append(ProbeCall(ROUND_TRIP, {"x": x, "y": _randn(gen, b, h, n, hd)}))
-    return calls
-
-
-def _split_indivisible(gen: torch.Generator) -> list[ProbeCall]:
-    return [ProbeCall(EXCEPTION, {"name": "split_heads", "args": [_randn(gen, _int(gen, 1, 3), _int(gen, 1, 4), d), h]})
-            for d, h in ((7, 2), (5, 3), (6, 4), (3, 2))]
-
-
-def config(d_in: int, d_out: int, context_length: int, num_heads: int, dropout: float = 0.0,
-           qkv_bias: bool = False) -> dict:
-    return {"d_in": d_in, "d_out": d_out, "context_length": context_length, "dropout": dropout,
-            "num_heads": num_heads, "qkv_bias": qkv_bias}
-
-
-def _mha_config(gen: torch.Generator, num_heads: int, dropout: float = 0.0) -> dict:
-    """d_out = num_heads * head_dim, d_in mostly different from d_out."""
-    head_dim = _int(gen, 1, 4) if num_heads > 2 else _int(gen, 2, 4)
-    return config(_int(gen, 2, 7), num_heads * head_dim, _int(gen, 3, 7), num_heads, dropout,
-                  qkv_bias=bool(_int(gen, 0, 1)))
-
-
-def _wrapper_config(gen: torch.Generator, num_heads: int, dropout: float = 0.0) -> dict:
-    return config(_int(gen, 2, 6), _int(gen, 1, 4), _int(gen, 3, 7), num_heads, dropout,
-                  qkv_bias=bool(_int(gen, 0, 1)))
-
-
-def _weights(gen: torch.Generator, class_name: str, cfg: dict, dtype: torch.dtype = torch.float32) -> dict:
-    drawn = random_weights(class_name, cfg, seed=_seed(gen))
-    return {name: w.to(dtype) for name, w in drawn.items()}
-
-
-def _forward_calls(gen: torch.Generator, class_name: str, heads: list[int], *, shorter: bool = False,
-                   dropout: float = 0.0, train: bool = False,
-                   dtype: torch.dtype = torch.float32) -> list[ProbeCall]:
-    """One forward pass per entry of ``heads`` (its number of heads), on a
-    random config; the input has context_length tokens, or fewer with
-    ``shorter``. The first call has a batch of one. ``train``: training
-    mode, with dropout masks drawn from a seed (see forward_fixed_dropout)."""
-    make_config = _mha_config if class_name == MHA else _wrapper_config
-    calls = []
-    for i, h in enumerate(heads):
-        cfg = make_config(gen, h, dropout)
-        ctx = cfg["context_length"]
-        n = _int(gen, 1, ctx - 1) if shorter else ctx
-        b = 1 if i == 0 else _int(gen, 2, 3)
-        x = _randn(gen, b, n, cfg["d_in"], dtype=dtype)
-        kwargs = {"class_name": class_name, "config": cfg, "x": x,
-                  "weights": _weights(gen, class_name, cfg, dtype), "seed": _seed(gen)}
-        if train:
-            calls.append(ProbeCall(FIXED_DROPOUT, kwargs))
-        elif dtype == torch.float32:
-            calls.append(ProbeCall(FORWARD, kwargs))
-        else:
-            calls.append(ProbeCall(FORWARD_IN, kwargs | {"dtype": dtype}))
-    return calls
+# ---------------------------------------------------------------- comparisons
 
 
 def _forward_compare(atol: float = 1e-5, rtol: float = 1e-4) -> Compare:
     return all_of(LOADED, _close("output", atol=atol, rtol=rtol), UNTOUCHED)
-
-
-def _state_calls(class_name: str, configs: list[dict]) -> list[ProbeCall]:
-    return [ProbeCall(STATE, {"class_name": class_name, "config": cfg}) for cfg in configs]
 
 
 STATE_COMPARE = all_of(
@@ -176,60 +73,6 @@ STATE_COMPARE = all_of(
 _MASK_VALUES = _close("buffer_values", "mask", atol=0.0, rtol=0.0)
 MHA_STATE_COMPARE = all_of(STATE_COMPARE,
                            lambda s, e: None if _MASK_VALUES(s, e) is None else "wrong values in the mask buffer")
-
-
-def _constructor_calls(gen: torch.Generator) -> list[ProbeCall]:
-    """MultiHeadAttention configs, d_out divisible by num_heads or not."""
-    calls = []
-    for d_out, h in ((6, 4), (5, 2), (7, 3), (6, 3), (4, 4), (5, 1)):
-        cfg = config(_int(gen, 2, 6), d_out, _int(gen, 2, 6), h)
-        calls.append(ProbeCall(EXCEPTION, {"name": MHA, "args": [], "kwargs": cfg}))
-    return calls
-
-
-def _longer_calls(gen: torch.Generator) -> list[ProbeCall]:
-    calls = []
-    for h in (2, 3):
-        cfg = _mha_config(gen, h)
-        x = _randn(gen, _int(gen, 1, 3), cfg["context_length"] + _int(gen, 1, 3), cfg["d_in"])
-        calls.append(ProbeCall(FORWARD_EXCEPTION, {"class_name": MHA, "config": cfg, "x": x}))
-    return calls
-
-
-def _sequence_calls(gen: torch.Generator) -> list[ProbeCall]:
-    """One module called on a full-length input, shorter ones, then full
-    length again: a mask modified in place shows in the later calls."""
-    calls = []
-    for h in (2, 3):
-        cfg = _mha_config(gen, h)
-        ctx, b = cfg["context_length"], _int(gen, 1, 3)
-        lengths = [ctx, _int(gen, 1, ctx - 1), ctx, _int(gen, 1, ctx - 1), ctx]
-        inputs = [_randn(gen, b, n, cfg["d_in"]) for n in lengths]
-        calls.append(ProbeCall(SEQUENCE, {"class_name": MHA, "config": cfg, "inputs": inputs,
-                                          "weights": _weights(gen, MHA, cfg)}))
-    return calls
-
-
-# Inputs this many times larger make the scores ~60 times larger than in the
-# other checks (hundreds): exp() overflows float32 unless the softmax
-# subtracts each row's maximum first (torch.softmax does).
-LARGE = 8.0
-
-
-def _large_scores(gen: torch.Generator) -> list[ProbeCall]:
-    calls = _forward_calls(gen, MHA, [2, 3])  # the wrapper's heads are the shipped CausalAttention
-    return [ProbeCall(call.probe, call.kwargs | {"x": call.kwargs["x"] * LARGE}) for call in calls]
-
-
-def _placements(gen: torch.Generator) -> list[ProbeCall]:
-    """Forward passes on the meta device, shorter than context_length, of
-    MultiHeadAttention and of the wrapper."""
-    calls = []
-    for class_name, h, shorter in ((MHA, 3, True), (WRAPPER, 2, True)):
-        cfg = (_mha_config if class_name == MHA else _wrapper_config)(gen, h)
-        n = _int(gen, 1, cfg["context_length"] - 1) if shorter else cfg["context_length"]
-        calls.append(placement_call(class_name, cfg, _randn(gen, _int(gen, 1, 3), n, cfg["d_in"])))
-    return calls
 
 
 def _each(key: str, compare: Compare, reason: str = "wrong number of results") -> Compare:
@@ -255,19 +98,6 @@ SEQUENCE_COMPARE = all_of(
     _each("calls", _close("output")),
     _each("fresh", _close()),
 )
-
-
-def _gradient_calls(gen: torch.Generator, class_name: str, heads: list[int]) -> list[ProbeCall]:
-    make_config = _mha_config if class_name == MHA else _wrapper_config
-    calls = []
-    for h in heads:
-        cfg = make_config(gen, h)
-        n, b = cfg["context_length"], _int(gen, 1, 3)  # full length: shorter inputs are another check
-        out_features = cfg["d_out"] * (h if class_name == WRAPPER else 1)
-        calls.append(ProbeCall(GRADIENTS, {"class_name": class_name, "config": cfg, "x": _randn(gen, b, n, cfg["d_in"]),
-                                           "weights": _weights(gen, class_name, cfg),
-                                           "upstream": _randn(gen, b, n, out_features)}))
-    return calls
 
 
 def _tensor_dict_close(key: str, atol: float = 1e-5, rtol: float = 1e-4) -> Compare:
@@ -311,64 +141,64 @@ CHECKS = [
            "split_heads on many input shapes (float32 and float64): each head gets its own features of every "
            "token; the input is left unchanged",
            "在多种输入形状（float32 与 float64）上调用 split_heads：每个头得到每个 token 自己的那部分特征；输入保持不变",
-           lambda gen: _split_merge_calls(gen, SPLIT, 9), all_of(EXACT, UNCHANGED_INPUT),
+           lambda gen: split_merge_calls(gen, SPLIT, 9), all_of(EXACT, UNCHANGED_INPUT),
            "view-no-transpose"),
     _check("06-merge-heads", 2, 1,
            "merge_heads on many input shapes (float32 and float64): each token's heads side by side; "
            "the input is left unchanged",
            "在多种输入形状（float32 与 float64）上调用 merge_heads：每个 token 的各个头并排拼接；输入保持不变",
-           lambda gen: _split_merge_calls(gen, MERGE, 9), all_of(EXACT, UNCHANGED_INPUT),
+           lambda gen: split_merge_calls(gen, MERGE, 9), all_of(EXACT, UNCHANGED_INPUT),
            "merge-wrong-order", "view-without-contiguous"),
     _check("06-round-trips", 1, 2,
            "merge_heads(split_heads(x, h)) gives x back, and split_heads(merge_heads(y), h) gives y back",
            "merge_heads(split_heads(x, h)) 还原 x，split_heads(merge_heads(y), h) 还原 y",
-           lambda gen: _round_trip_calls(gen, 3),
+           lambda gen: round_trip_calls(gen, 3),
            all_of(_close("merge_of_split", atol=0.0, rtol=0.0), _close("split_of_merge", atol=0.0, rtol=0.0)),
            "view-no-transpose", "merge-wrong-order"),
     _check("06-split-heads-indivisible", 0.5, 3,
            "split_heads raises ValueError when the features do not divide into the heads",
            "特征数不能被头数整除时，split_heads 抛出 ValueError",
-           _split_indivisible, plain_equal("raised", reason="did not raise ValueError")),
+           split_indivisible, plain_equal("raised", reason="did not raise ValueError")),
     # ------------------------------------------------------------ the wrapper
     _check("06-wrapper-values", 2, 10,
            "MultiHeadAttentionWrapper with 1 to 4 heads, weights loaded by name: the heads' outputs side by side "
            "along the features, also for inputs shorter than context_length",
            "1 到 4 个头的 MultiHeadAttentionWrapper（按名称加载权重）：各头的输出沿特征维并排拼接，输入短于 "
            "context_length 时也一样",
-           lambda gen: _forward_calls(gen, WRAPPER, [2, 3, 4, 1]) + _forward_calls(gen, WRAPPER, [3, 2], shorter=True),
+           lambda gen: forward_calls(gen, WRAPPER, [2, 3, 4, 1]) + forward_calls(gen, WRAPPER, [3, 2], shorter=True),
            _forward_compare(), "cat-wrong-dim", "plain-list-layers"),
     _check("06-wrapper-state", 1, 11,
            "MultiHeadAttentionWrapper registers every head: parameters, buffers and state_dict keys",
            "MultiHeadAttentionWrapper 注册了每个头：参数、缓冲区与 state_dict 的键",
-           lambda gen: _state_calls(WRAPPER, [_wrapper_config(gen, h) for h in (3, 1)]), STATE_COMPARE,
+           lambda gen: state_calls(WRAPPER, [wrapper_config(gen, h) for h in (3, 1)]), STATE_COMPARE,
            "plain-list-layers"),
     _check("06-wrapper-dropout", 1.5, 12,
            "MultiHeadAttentionWrapper with dropout: training mode under fixed random seeds, and no dropout at all "
            "in eval mode",
            "带 dropout 的 MultiHeadAttentionWrapper：固定随机种子下的训练模式，以及评估模式下完全不做 dropout",
-           lambda gen: (_forward_calls(gen, WRAPPER, [2, 3], dropout=0.4, train=True)
-                        + _forward_calls(gen, WRAPPER, [3, 2], dropout=0.5)),
+           lambda gen: (forward_calls(gen, WRAPPER, [2, 3], dropout=0.4, train=True)
+                        + forward_calls(gen, WRAPPER, [3, 2], dropout=0.5)),
            _forward_compare(), "plain-list-layers"),
     _check("06-wrapper-float64", 1, 13,
            "MultiHeadAttentionWrapper after .to(torch.float64), on float64 inputs, at float64 precision",
            "MultiHeadAttentionWrapper 经 .to(torch.float64) 后处理 float64 输入，达到 float64 精度",
-           lambda gen: _forward_calls(gen, WRAPPER, [2, 4], dtype=torch.float64),
+           lambda gen: forward_calls(gen, WRAPPER, [2, 4], dtype=torch.float64),
            _forward_compare(atol=1e-10, rtol=1e-9), "plain-list-layers"),
     _check("06-wrapper-gradients", 1, 14,
            "MultiHeadAttentionWrapper: gradients of the input and of every head's parameters",
            "MultiHeadAttentionWrapper：输入与每个头的参数的梯度",
-           lambda gen: _gradient_calls(gen, WRAPPER, [3, 2]), GRADIENT_COMPARE, "plain-list-layers"),
+           lambda gen: gradient_calls(gen, WRAPPER, [3, 2]), GRADIENT_COMPARE, "plain-list-layers"),
     # ------------------------------------------------------------ MultiHeadAttention
     _check("06-mha-divisibility", 0.5, 20,
            "MultiHeadAttention raises ValueError exactly when d_out is not divisible by num_heads",
            "当且仅当 d_out 不能被 num_heads 整除时，MultiHeadAttention 抛出 ValueError",
-           _constructor_calls,
+           constructor_calls,
            plain_equal("raised", reason="raised ValueError when it should not, or did not when it should")),
     _check("06-mha-state", 1.5, 21,
            "MultiHeadAttention registers its projections, out_proj (with a bias) and the bool causal mask buffer: "
            "parameters, buffers and state_dict keys",
            "MultiHeadAttention 注册了各投影层、out_proj（带偏置）以及布尔因果掩码缓冲区：参数、缓冲区与 state_dict 的键",
-           lambda gen: _state_calls(MHA, [_mha_config(gen, h) | {"qkv_bias": bias}
+           lambda gen: state_calls(MHA, [mha_config(gen, h) | {"qkv_bias": bias}
                                           for h, bias in ((2, False), (3, True), (1, False))]),
            MHA_STATE_COMPARE, "no-out-proj", "qkv-bias-ignored"),
     _check("06-mha-values", 3, 22,
@@ -376,44 +206,44 @@ CHECKS = [
            "loaded by name: output values; the input and the mask buffer are left unchanged",
            "1 到 4 个头、d_in 与 d_out 相等或不等、有无 qkv_bias 的 MultiHeadAttention（按名称加载权重）：输出的数值；"
            "输入与掩码缓冲区保持不变",
-           lambda gen: _forward_calls(gen, MHA, [2, 3, 4, 1, 4, 2, 3]), _forward_compare(), *VALUE_PITFALLS),
+           lambda gen: forward_calls(gen, MHA, [2, 3, 4, 1, 4, 2, 3]), _forward_compare(), *VALUE_PITFALLS),
     _check("06-mha-float64", 1, 23,
            "MultiHeadAttention after .to(torch.float64), on float64 inputs, at float64 precision",
            "MultiHeadAttention 经 .to(torch.float64) 后处理 float64 输入，达到 float64 精度",
-           lambda gen: _forward_calls(gen, MHA, [2, 3, 1], dtype=torch.float64),
+           lambda gen: forward_calls(gen, MHA, [2, 3, 1], dtype=torch.float64),
            _forward_compare(atol=1e-10, rtol=1e-9)),
     _check("06-mha-shorter-inputs", 1.5, 24,
            "MultiHeadAttention on inputs shorter than context_length",
            "MultiHeadAttention 处理短于 context_length 的输入",
-           lambda gen: _forward_calls(gen, MHA, [2, 3, 4, 2], shorter=True), _forward_compare(),
+           lambda gen: forward_calls(gen, MHA, [2, 3, 4, 2], shorter=True), _forward_compare(),
            "mask-no-slice", "mask-inplace-buffer"),
     _check("06-mha-longer-inputs", 0.5, 25,
            "MultiHeadAttention raises ValueError for inputs longer than context_length",
            "输入长于 context_length 时，MultiHeadAttention 抛出 ValueError",
-           _longer_calls, plain_equal("raised", reason="did not raise ValueError")),
+           longer_calls, plain_equal("raised", reason="did not raise ValueError")),
     _check("06-mha-mask-unchanged", 1.5, 26,
            "one MultiHeadAttention called on inputs of different lengths in turn: the registered mask stays as it "
            "was and every call gives what a fresh module gives",
            "同一个 MultiHeadAttention 依次处理不同长度的输入：注册的掩码保持原样，每次调用的结果与新建模块相同",
-           _sequence_calls, SEQUENCE_COMPARE, "mask-inplace-buffer", "mask-no-slice"),
+           sequence_calls, SEQUENCE_COMPARE, "mask-inplace-buffer", "mask-no-slice"),
     _check("06-mha-dropout-train", 1.5, 27,
            "MultiHeadAttention in training mode with dropout on the attention weights, under fixed random seeds",
            "训练模式下、固定随机种子时，MultiHeadAttention 对注意力权重做 dropout",
-           lambda gen: _forward_calls(gen, MHA, [2, 3, 4], dropout=0.3, train=True), _forward_compare(),
+           lambda gen: forward_calls(gen, MHA, [2, 3, 4], dropout=0.3, train=True), _forward_compare(),
            "dropout-typo", "dropout-before-softmax"),
     _check("06-mha-dropout-eval", 1, 28,
            "MultiHeadAttention with dropout > 0 in eval mode applies no dropout",
            "dropout > 0 的 MultiHeadAttention 在评估模式下不做 dropout",
-           lambda gen: _forward_calls(gen, MHA, [2, 3], dropout=0.5), _forward_compare(), "dropout-in-eval"),
+           lambda gen: forward_calls(gen, MHA, [2, 3], dropout=0.5), _forward_compare(), "dropout-in-eval"),
     _check("06-mha-gradients", 1.5, 29,
            "MultiHeadAttention: gradients of the input and of every parameter, out_proj included",
            "MultiHeadAttention：输入与每个参数（包括 out_proj）的梯度",
-           lambda gen: _gradient_calls(gen, MHA, [2, 3, 1]), GRADIENT_COMPARE, "no-out-proj"),
+           lambda gen: gradient_calls(gen, MHA, [2, 3, 1]), GRADIENT_COMPARE, "no-out-proj"),
     _check("06-large-scores", 1, 31,
            "MultiHeadAttention on very large scores (hundreds): finite outputs, no overflow",
            "分数非常大（数百）时，MultiHeadAttention 的输出为有限值，不溢出",
-           _large_scores, _forward_compare(atol=1e-4, rtol=1e-3), "softmax-overflow"),
-    device_check("06-mha-device", _placements, owner="MultiHeadAttention (and the wrapper)",
+           large_scores, _forward_compare(atol=1e-4, rtol=1e-3), "softmax-overflow"),
+    device_check("06-mha-device", placements, owner="MultiHeadAttention (and the wrapper)",
                  pitfalls=("mask-cpu-loop", "mask-not-buffer"), seed=30),
     no_forbidden_calls("06", requires=("06-mha-values",), kernels=("fused attention",)),
 ]

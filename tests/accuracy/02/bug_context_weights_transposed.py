@@ -2,7 +2,6 @@
 #: fails: [02-context-unbatched, 02-context-batched]
 #: about: context vectors from the transposed weights (columns instead of rows)
 #: not_hint: [normalize-by-sum, transpose-T-3d, softmax-wrong-dim]
-#: known_issue: "14: a context-only bug is shown every pitfall its failed checks declare, though the scores and weights checks pass"
 """Exercise 02, a submission: self-attention without trainable weights."""
 import torch
 

@@ -1,6 +1,7 @@
 #: expect: loses
 #: fails: [05-forward-device, 05-to-device]
-#: hint: [mask-cpu-loop, mask-not-buffer]
+#: hint: [mask-cpu-loop]
+#: not_hint: [mask-not-buffer]
 #: about: builds a fresh CPU mask in forward and leaves the registered buffer unused
 """Exercise 05, a submission: causal self-attention with dropout."""
 import torch

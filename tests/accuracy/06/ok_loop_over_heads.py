@@ -1,6 +1,5 @@
 #: expect: full
 #: about: MultiHeadAttention that loops over the heads, slicing each one's features from the shared projections, and concatenates; dropout per head
-#: known_issue: "14: 06-mha-dropout-train compares the exact random masks of one dropout call on (b, h, n, n); dropout per head draws the same distribution in another order"
 import math
 
 import torch

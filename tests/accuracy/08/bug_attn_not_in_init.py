@@ -1,4 +1,5 @@
 #: expect: loses
+#: fails: [08-attn-before-forward]
 #: about: attn is only created by the first forward: AttributeError before it, where the contract says None
 """Exercise 08, a submission: the Transformer's building blocks."""
 import math

@@ -1,5 +1,6 @@
-"""08, a mistake: attn is first set in forward, so it does not exist before the
-first call (the contract: None until then)."""
+#: expect: full
+#: about: MultiHeadedAttention that loops over the heads, slicing each head's features and calling dropout once per head on (b, n_q, n_k)
+"""Exercise 08, a submission: the Transformer's building blocks."""
 import math
 
 import torch
@@ -43,6 +44,7 @@ class MultiHeadedAttention(nn.Module):
         self.W_value = nn.Linear(d_model, d_model, bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
         self.dropout = nn.Dropout(dropout)
+        self.attn = None  # the last attention weights, (b, h, n_q, n_k)
 
     def _split(self, x):
         b, n, _ = x.shape
@@ -59,12 +61,16 @@ class MultiHeadedAttention(nn.Module):
         """
         if mask is not None and mask.dim() == 3:
             mask = mask.unsqueeze(1)  # the same mask for every head
-        q, k, v = self._split(self.W_query(query)), self._split(self.W_key(key)), self._split(self.W_value(value))
-        context, self.attn = _attend(q, k, v, mask, self.dropout)  # (b, h, n_q, hd)
-        b, _, n_q, _ = context.shape
-        # Back to (b, n_q, h, hd) before merging the heads; after transpose the
-        # memory is not contiguous, so reshape (not view) copies it.
-        merged = context.transpose(1, 2).reshape(b, n_q, self.num_heads * self.head_dim)
+        q, k, v = self.W_query(query), self.W_key(key), self.W_value(value)
+        contexts, weights = [], []
+        for h in range(self.num_heads):  # one head at a time, each with its own dropout call
+            cols = slice(h * self.head_dim, (h + 1) * self.head_dim)
+            head_mask = None if mask is None else mask[:, min(h, mask.size(1) - 1)] if mask.dim() == 4 else mask
+            context, w = _attend(q[..., cols], k[..., cols], v[..., cols], head_mask, self.dropout)
+            contexts.append(context)
+            weights.append(w)
+        self.attn = torch.stack(weights, dim=1)  # (b, h, n_q, n_k)
+        merged = torch.cat(contexts, dim=-1)  # (b, n_q, d_model)
         return self.out_proj(merged)  # (b, n_q, d_model)
 
 
