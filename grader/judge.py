@@ -24,17 +24,17 @@ from __future__ import annotations
 import re
 import threading
 
-import torch
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from grader.checks import Check, CheckPlan, checks_for, figures_for, pick
+from grader.checks import Check, CheckPlan, checks_for, figures_for
 from grader.course import REPO_ROOT, Course, Exercise, Text
 from grader.failures import (DETAIL_LIMIT, NOT_RUN, Failure, check_failure, fails_alike, first_failure,
                              same_signature)
+from grader.figures import run_figures
 from grader.feedback import Phrase, both, missing_names, run_cause, source_problem
 from grader.course.pitfalls import load_variants
-from grader.sandbox import CallResult, RunResult, Sandbox
+from grader.sandbox import RunResult, Sandbox
 from grader.intake.submissions import assemble
 
 
@@ -109,35 +109,6 @@ def require_isolation(sandbox: Sandbox) -> None:
         missing = "; ".join(f"{name}: {layers.get(name, 'unknown')}" for name in FILESYSTEM_LAYERS)
         raise GraderError(f"the sandbox cannot hide solutions/ and the hidden checks here ({missing}); "
                           "run `grader doctor` for details")
-
-
-MAX_FIGURE_CELLS = 64 * 64
-
-
-def _matrix(call: CallResult | None, path: tuple) -> list | None:
-    """The small 2-D tensor a figure shows, as plain lists, or None."""
-    if call is None or not call.ok:
-        return None
-    try:
-        value = pick(call.value, path)
-    except (KeyError, IndexError, TypeError):
-        return None
-    if type(value) is not torch.Tensor or value.dim() != 2 or value.numel() > MAX_FIGURE_CELLS:
-        return None
-    return value.detach().to(torch.float64).tolist()
-
-
-def _figures(plan: CheckPlan, run: RunResult, expected: RunResult) -> dict:
-    """Figures of the submission's run next to the reference's: public inputs only."""
-    figures = {}
-    for name, (figure, index) in plan.figures.items():
-        mine = _matrix(run.calls[index] if index < len(run.calls) else None, figure.path)
-        theirs = _matrix(expected.calls[index], figure.path)
-        if theirs is not None:
-            figures[name] = {"title": figure.title.model_dump(), "student": mine, "expected": theirs}
-            if figure.axes is not None:  # the instructor's labels, never the student's
-                figures[name]["axes"] = [list(figure.axes[0]), list(figure.axes[1])]
-    return figures
 
 
 def check_batches(plan: CheckPlan) -> list[int]:
@@ -284,7 +255,7 @@ class Judge:
             verdicts.append(Verdict(check.id, False, 0.0, points[check.id], check.message, failure.reason,
                                     [*confirmed, *possible], confirmed, possible, failure.kind, failure.detail))
         _explain_by_confirmed(verdicts)
-        figures = _figures(plan, run, expected)
+        figures = run_figures(plan, run, expected)
         cause = self._cause(exercise, plan, run, limits, source, missing)
         if run.status == "ok":
             status = "not_started" if _not_started(verdicts) else "graded"

@@ -96,11 +96,11 @@ def test_the_figures_labels_fit_the_references_map(exercise_id, folder, module, 
 
 
 def test_the_judge_records_the_instructors_labels_with_the_numbers():
-    """grader/judge.py ``_figures``: the axes come from the Figure (trusted),
+    """grader/figures.py ``run_figures``: the axes come from the Figure (trusted),
     the numbers from the runs; a student's run that failed records None."""
     import torch
 
-    from grader.judge import _figures
+    from grader.figures import run_figures
     from grader.sandbox.model import CallResult, RunResult
 
     [figure] = figures_for(COURSE.exercise("11"))
@@ -115,7 +115,7 @@ def test_the_judge_records_the_instructors_labels_with_the_numbers():
                       (ran("timeout", []), None),
                       (ran("ok", [CallResult(True, {"cross_attention": None})]), None),
                       (ran("ok", [CallResult(True, {"cross_attention": "<b>x</b>"})]), None)):
-        found = _figures(plan, run, expected)["copy-cross-attention"]
+        found = run_figures(plan, run, expected)["copy-cross-attention"]
         assert found["student"] == mine and found["expected"] == reference.tolist()
         assert found["axes"] == [list(figure.axes[0]), list(figure.axes[1])]
 

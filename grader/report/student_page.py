@@ -1,7 +1,7 @@
 """One student's page: the report's ``students/<id>.html`` and the page
 ``grader watch`` hands back (grader/watch/feedback.py) are this one render.
 
-Figures come from the gradebook (grader/judge.py ``_figures``): plain
+Figures come from the gradebook (grader/figures.py ``run_figures``, called by the judge): plain
 numbers from the sandbox and the instructor's titles and axis labels. A
 figure with ``axes`` is an attention map, drawn with its tokens
 (attention_figures.py); the others are plain heat maps (svg.py).
