@@ -27,7 +27,7 @@ sys.path.insert(0, str(REPO))
 from coursekit.loader import load_module  # noqa: E402
 from coursekit.probes.copy_task import copy_task  # noqa: E402
 from grader.course import load_course  # noqa: E402
-from grader.pitfalls import load_variants  # noqa: E402
+from grader.course.pitfalls import load_variants  # noqa: E402
 
 EXERCISE = "11"
 

@@ -25,9 +25,9 @@ sys.path.insert(0, str(REPO))
 
 from grader.course import load_course  # noqa: E402
 from grader.gradebook import Gradebook  # noqa: E402
-from grader.grading import grade_class  # noqa: E402
+from grader.run.grading import grade_class  # noqa: E402
 from grader.judge import Judge  # noqa: E402
-from grader.pitfalls import load_variants  # noqa: E402
+from grader.course.pitfalls import load_variants  # noqa: E402
 from grader.sandbox import Limits, Sandbox  # noqa: E402
 
 

@@ -32,7 +32,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from grader.course import load_course  # noqa: E402
-from grader.pitfalls import load_variants  # noqa: E402
+from grader.course.pitfalls import load_variants  # noqa: E402
 
 HANG = "import time\n\n\ndef {name}(*args, **kwargs):\n    time.sleep(3600)\n"
 CRASH = "raise RuntimeError('left over from my notebook')\n"

@@ -38,9 +38,9 @@ sys.path.insert(0, str(REPO))
 from grader.course import load_course  # noqa: E402
 from grader.gradebook import Gradebook, Key  # noqa: E402
 from grader.judge import Judge  # noqa: E402
-from grader.pitfalls import load_variants  # noqa: E402
+from grader.course.pitfalls import load_variants  # noqa: E402
 from grader.sandbox import Limits, Sandbox  # noqa: E402
-from grader.submissions import collect  # noqa: E402
+from grader.intake.submissions import collect  # noqa: E402
 
 
 class TimedSandbox:

@@ -22,11 +22,12 @@ from pathlib import Path
 import yaml
 
 from grader.course import REPO_ROOT, load_course
-from grader.exams.build import build_exam, read_roster
+from grader.exams.build import read_roster
+from grader.exams.build_class import build_exam
 from grader.exams.questions import answer_keys
 from grader.exams.timing import METADATA_FILE
 from grader.exams.variants import load_secret
-from grader.pitfalls import load_variants
+from grader.course.pitfalls import load_variants
 
 OUT = REPO_ROOT / "examples" / "exam"
 EXAM = "midterm"

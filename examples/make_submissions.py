@@ -17,7 +17,7 @@ import zipfile
 from pathlib import Path
 
 from grader.course import REPO_ROOT, load_course
-from grader.pitfalls import load_variants
+from grader.course.pitfalls import load_variants
 
 OUT = REPO_ROOT / "examples" / "submissions"
 BOB_MISTAKES = {"01": "softmax-overflow", "03": "mask-minus-1e9", "05": "dropout-typo",

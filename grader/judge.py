@@ -33,9 +33,9 @@ from grader.course import REPO_ROOT, Course, Exercise, Text
 from grader.failures import (DETAIL_LIMIT, NOT_RUN, Failure, check_failure, fails_alike, first_failure,
                              same_signature)
 from grader.feedback import Phrase, both, missing_names, run_cause, source_problem
-from grader.pitfalls import load_variants
+from grader.course.pitfalls import load_variants
 from grader.sandbox import CallResult, RunResult, Sandbox
-from grader.submissions import assemble
+from grader.intake.submissions import assemble
 
 
 # At most this many unconfirmed pitfalls are offered per failed check.
@@ -135,6 +135,8 @@ def _figures(plan: CheckPlan, run: RunResult, expected: RunResult) -> dict:
         theirs = _matrix(expected.calls[index], figure.path)
         if theirs is not None:
             figures[name] = {"title": figure.title.model_dump(), "student": mine, "expected": theirs}
+            if figure.axes is not None:  # the instructor's labels, never the student's
+                figures[name]["axes"] = [list(figure.axes[0]), list(figure.axes[1])]
     return figures
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from grader.course import REPO_ROOT, Course
 from grader.gradebook import Gradebook
-from grader.pitfalls import load_variants
+from grader.course.pitfalls import load_variants
 
 
 CLASS_SIZE = 14  # the exercise-01 class of conftest's `submissions` fixture

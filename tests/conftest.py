@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from grader.course import load_course
-from grader.selftest import check_exercises
+from grader.proofs.selftest import check_exercises
 
 # tests/classrun.py (helpers for end-to-end `grader grade` runs) is imported
 # as `classrun` from tests in any folder below this one.

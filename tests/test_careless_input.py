@@ -144,7 +144,7 @@ def test_a_mistyped_nbgrader_db_is_not_created(places, monkeypatch):
 
 
 def test_a_class_folder_is_not_mistaken_for_one_student(places):
-    from grader.input_checks import class_folder_problem
+    from grader.cli.input_checks import class_folder_problem
 
     assert class_folder_problem(places["class"]) is None
     assert class_folder_problem(places["tmp"] / "submitted", {"attention"}) is None

@@ -1,12 +1,12 @@
 """`grader check` for every exercise: through the hidden checks in the
 sandbox, the reference scores full marks, the untouched stub scores zero,
 and every pitfall variant loses points with a failed check that declares
-its pitfall (see grader/check_matrix.py)."""
+its pitfall (see grader/proofs/check_matrix.py)."""
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from grader.check_matrix import check_exercise
+from grader.proofs.check_matrix import check_exercise
 from grader.course import load_course
 
 EXERCISES = load_course().exercises

@@ -3,7 +3,7 @@ written differently from the reference gets full marks, and a solution that
 only works on one (n, d) sequence keeps the unbatched checks' points."""
 import pytest
 
-from grader.submissions import assemble
+from grader.intake.submissions import assemble
 
 ALTERNATIVE = '''\
 import torch

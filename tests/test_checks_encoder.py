@@ -12,7 +12,7 @@ from coursekit.loader import load_module
 from grader.checks import CheckPlan, checks_for
 from grader.checks.stacks import trees_close
 from grader.course import REPO_ROOT, load_course
-from grader.submissions import assemble
+from grader.intake.submissions import assemble
 from probecalls import run_probe, same
 
 

@@ -18,7 +18,7 @@ from coursekit.probes import gpt as probes
 from grader.checks import CheckPlan
 from grader.checks import gpt as checks
 from grader.course import REPO_ROOT, load_course
-from grader.submissions import assemble
+from grader.intake.submissions import assemble
 from probecalls import same
 
 # Correct GPTs in other styles (ok_*) and mistakes outside the variants

@@ -4,7 +4,7 @@ marks; a forward that folds the scale into a weight in place is caught by
 the side-effect check, although its first call is right."""
 import pytest
 
-from grader.submissions import assemble
+from grader.intake.submissions import assemble
 
 ALTERNATIVE = '''\
 import math

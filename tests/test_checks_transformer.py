@@ -15,7 +15,7 @@ from coursekit.loader import load_module
 from grader.checks import CheckPlan
 from grader.checks import transformer as checks
 from grader.course import REPO_ROOT, load_course
-from grader.submissions import assemble
+from grader.intake.submissions import assemble
 
 # Correct, but unlike the reference: layers created in another order,
 # padding_idx, a causal mask without the target padding part, an encoder mask

@@ -10,7 +10,7 @@ import pytest
 
 from grader.course import REPO_ROOT
 from grader.gradebook import Gradebook
-from grader.grading import grade_class
+from grader.run.grading import grade_class
 from grader.sandbox import Limits
 
 distributed = pytest.importorskip("distributed")
@@ -79,7 +79,7 @@ def test_tasks_travel_in_small_batches_of_one_exercise():
     from types import SimpleNamespace
 
     from grader.gradebook import Key
-    from grader.grading import Task
+    from grader.run.grading import Task
 
     class TwoWorkers:
         def scheduler_info(self):

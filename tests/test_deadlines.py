@@ -1,6 +1,6 @@
 """Homework deadlines, late policy and extensions (issue 15, item 1).
 
-The rule is the exams' (grader/late_policy.py); the submission time comes
+The rule is the exams' (grader/course/late_policy.py); the submission time comes
 only from a record that means it (a timestamps CSV, nbgrader's
 timestamp.txt, a git commit), never from file times; without one lateness
 is unknown and said so."""
@@ -18,12 +18,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from grader.course import REPO_ROOT, Assignment, LatePolicy
-from grader.deadlines import (
+from grader.course import REPO_ROOT, Assignment
+from grader.course.late_policy import LatePolicy
+from grader.run.deadlines import (
     DeadlineInputError, HomeworkTimes, Extension, due_for, read_extensions, read_timestamps, submission_time,
 )
 from grader.exams import timing
-from grader import late_policy
+from grader.course import late_policy
 
 DUE = datetime(2026, 3, 20, 23, 59, tzinfo=timezone(timedelta(hours=8)))
 POLICY = {"action": "penalty", "grace_min": 10, "penalty_per_min": 0.001, "max_late_min": 1440}
@@ -36,7 +37,7 @@ def _assignment(**extra) -> Assignment:
 
 def test_exams_and_homework_share_one_policy_and_rule():
     assert timing.LatePolicy is late_policy.LatePolicy and timing.late_factor is late_policy.late_factor
-    from grader.exam_schema import LatePolicy as ExamLatePolicy
+    from grader.course.exam_schema import LatePolicy as ExamLatePolicy
     assert ExamLatePolicy is late_policy.LatePolicy
 
 

@@ -58,6 +58,8 @@ RIGHT_CHOICE = {
     "heads-why": "its own subspace",
     "attention-at-init": "Close to uniform",
     "cnn-as-attention": "With k heads",
+    "prenorm-block": "x + Dropout(sublayer(LayerNorm(x)))",
+    "prenorm-final-norm": "No block normalises the residual stream",
 }
 
 # Short answers: phrasings that must score (at least five each, in both
@@ -206,6 +208,13 @@ def test_numeric_keys_match_closed_forms(course, drawn, keys):
         }
         query, key = p["causal-weight"]["query"], p["causal-weight"]["key"]
         expected["causal-weight"] = 0.0 if key > query else 1 / (query + 1)
+        # Part C: tying shares the vocab x d_model matrix; each block caches one key and one value of
+        # d_model numbers per token; sampling is the softmax of logits / T.
+        expected["tied-weights-saved"] = p["tied-weights-saved"]["vocab"] * d
+        kv = p["kv-cache-bytes-per-token"]
+        expected["kv-cache-bytes-per-token"] = 2 * kv["num_layers"] * d * kv["value_bytes"]
+        t, gap = p["temperature-probability"]["temperature"], p["temperature-probability"]["gap"]
+        expected["temperature-probability"] = math.exp(gap / t) / (math.exp(gap / t) + math.exp(1 / t) + 1)
         position, column = p["pe-value"]["position"], p["pe-value"]["column"]
         angle = position / 10000 ** ((column - column % 2) / d)
         expected["pe-value"] = math.sin(angle) if column % 2 == 0 else math.cos(angle)

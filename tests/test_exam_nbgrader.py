@@ -19,7 +19,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")
 
 from coursekit.notebook import PublicTests  # noqa: E402
 from grader.course import REPO_ROOT  # noqa: E402
-from grader.exams.build import build_exam, read_roster  # noqa: E402
+from grader.exams.build import read_roster  # noqa: E402
+from grader.exams.build_class import build_exam  # noqa: E402
 from grader.exams.nbgrader import assignment_name  # noqa: E402
 from grader.exams.questions import answer_keys  # noqa: E402
 from grader.exams.variants import make_variant  # noqa: E402

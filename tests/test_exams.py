@@ -6,7 +6,9 @@ from datetime import timedelta
 import pytest
 import yaml
 
-from grader.course import REPO_ROOT, CourseError, LatePolicy, SizeSpec, load_course
+from grader.course import REPO_ROOT, CourseError, load_course
+from grader.course.exam_schema import SizeSpec
+from grader.course.late_policy import LatePolicy
 from grader.exams.answers import grade_answers, normalize_short, parse_letters, parse_numbers, read_answers
 from grader.exams.questions import answer_keys, shown_questions
 from grader.exams.timing import Stamp, assess, late_factor

@@ -16,7 +16,8 @@ from typer.testing import CliRunner
 
 from grader.cli import app
 from grader.course import REPO_ROOT, load_course
-from grader.exams.build import RosterError, build_exam, read_roster
+from grader.exams.build import RosterError, read_roster
+from grader.exams.build_class import build_exam
 from grader.exams.grading import grade_exam
 from grader.exams.questions import answer_keys
 from grader.exams.report import write_exam_outputs
@@ -161,7 +162,7 @@ def _run_variant_tests(folder):
 def test_public_tests_use_the_students_sizes(built, tmp_path):
     """With the references the exam's tests pass; with a known mistake in
     06 (heads split without transpose) they fail, and the hint names it."""
-    from grader.pitfalls import load_variants
+    from grader.course.pitfalls import load_variants
 
     out, _, _ = built
     folder = tmp_path / "s003"

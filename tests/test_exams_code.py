@@ -16,7 +16,7 @@ from grader.exams.checks import checks_for_exam  # noqa: E402
 from grader.exams.grading import grade_exam  # noqa: E402
 from grader.exams.variants import make_variant  # noqa: E402
 from grader.gradebook import Gradebook  # noqa: E402
-from grader.pitfalls import load_variants  # noqa: E402
+from grader.course.pitfalls import load_variants  # noqa: E402
 from grader.sandbox import CallResult, Limits, RunResult, Sandbox  # noqa: E402
 
 SECRET = b"test-secret-not-for-real-exams-0123"

@@ -1,4 +1,4 @@
-"""The course's promise, exercise by exercise (see grader/selftest.py):
+"""The course's promise, exercise by exercise (see grader/proofs/selftest.py):
 the reference passes every public test, the untouched stub fails each one
 with "not implemented", every pitfall variant is caught with its own hint
 (or is declared hidden-only), and stub and reference expose the same API."""
@@ -8,7 +8,7 @@ import pytest
 
 from coursekit.loader import load_module
 from grader.course import REPO_ROOT, load_course
-from grader.submissions import assemble
+from grader.intake.submissions import assemble
 
 EXERCISES = load_course().exercises
 VARIANTS = [pytest.param(e, p, id=f"{e.folder}-{p.id}") for e in EXERCISES for p in e.pitfalls]

@@ -3,7 +3,8 @@ import sqlite3
 
 import pytest
 
-from grader.gradebook import SCHEMA_VERSION, Gradebook, GradebookError, Key
+from grader.gradebook import Gradebook, GradebookError, Key
+from grader.gradebook.store import SCHEMA_VERSION
 
 KEY = Key("alice", "01", "abc123", "2026.1")
 

@@ -13,7 +13,7 @@ import zipfile
 import pytest
 
 from grader.course import REPO_ROOT
-from grader.pitfalls import load_variants
+from grader.course.pitfalls import load_variants
 
 TEST_KEYS = {"name", "score", "max_score", "status", "visibility", "output"}
 

@@ -6,7 +6,7 @@ import pytest
 from grader.course import REPO_ROOT
 from grader.judge import GraderError, Judge
 from grader.sandbox import Limits, Sandbox
-from grader.submissions import assemble
+from grader.intake.submissions import assemble
 
 
 # `judge`: conftest's session judge (the course's limits, references run once).
@@ -27,7 +27,7 @@ def test_untouched_stub_scores_zero_without_hints(course, judge, tmp_path):
 
 
 def test_a_variant_is_confirmed_as_its_own_pitfall(course, judge, tmp_path):
-    from grader.pitfalls import load_variants
+    from grader.course.pitfalls import load_variants
 
     exercise = course.exercise("01")
     variant = load_variants(exercise, REPO_ROOT)["softmax-overflow"]

@@ -8,7 +8,7 @@ import csv
 
 import pytest
 
-from grader.course import _cross_reference_problems
+from grader.course.model import _cross_reference_problems
 from grader.gradebook import Gradebook, Key
 from grader.report.lms import write_canvas_csv, write_moodle_csv, write_wide_csv
 

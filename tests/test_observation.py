@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from grader.judge import ExerciseResult, Judge
-from grader.submissions import assemble
+from grader.intake.submissions import assemble
 
 SUBMISSIONS = Path(__file__).parent / "observation"
 
@@ -184,7 +184,7 @@ def test_the_causal_figure_shows_a_minus_1e9_mask(course, tmp_path):
     from coursekit.loader import load_module
     from grader.checks.masking import FIGURES
     from grader.course import REPO_ROOT
-    from grader.pitfalls import load_variants
+    from grader.course.pitfalls import load_variants
     from probecalls import run_probe
 
     exercise = course.exercise("03")

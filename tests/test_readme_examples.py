@@ -34,7 +34,7 @@ from torch import nn
 
 from coursekit.loader import load_module
 from grader.course import REPO_ROOT, load_course
-from grader.submissions import assemble
+from grader.intake.submissions import assemble
 
 FENCE = re.compile(r"(?:<!--\s*example (setup|not checked):\s*(.*?)\s*-->\s*\n)?```python\n(.*?)```", re.S)
 NUMBER = re.compile(r"-?(?:\d+\.\d*|\.\d+|\d+)(?:e[-+]?\d+)?|nan|-?inf", re.I)

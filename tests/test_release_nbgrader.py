@@ -17,12 +17,12 @@ pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")
 
 from grader.course import REPO_ROOT, load_course  # noqa: E402
 from grader.gradebook import Gradebook, Key  # noqa: E402
-from grader.pitfalls import load_variants  # noqa: E402
+from grader.course.pitfalls import load_variants  # noqa: E402
 from grader.release.common import answer_cell_id, grade_cell_id  # noqa: E402
 from grader.release.nbgrader import next_steps, push_scores, write_course  # noqa: E402
 from grader.release.notebooks import BEGIN_SOLUTION, CODE_STUB, END_SOLUTION  # noqa: E402
 from grader.release.student_repo import hidden_check_ids, secret_lines  # noqa: E402
-from grader.submissions import collect  # noqa: E402
+from grader.intake.submissions import collect  # noqa: E402
 from nbgrader_run import NbgraderWorld, cell_by_id  # noqa: E402
 from nbgrader_run import nbgrader_meta as _nbgrader_meta  # noqa: E402
 

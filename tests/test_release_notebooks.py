@@ -1,5 +1,5 @@
 """Exercises as notebooks: the notebook test runner (coursekit.notebook),
-reading the answer cell back (grader.notebooks), and `grader grade`'s
+reading the answer cell back (grader.intake.notebooks), and `grader grade`'s
 collection accepting notebooks in place of modules."""
 from __future__ import annotations
 
@@ -16,11 +16,11 @@ nbformat = pytest.importorskip("nbformat", reason="the release extra (pip instal
 
 from coursekit.notebook import PublicTestFailed, expand_cases  # noqa: E402
 from grader.course import REPO_ROOT, load_course  # noqa: E402
-from grader.notebooks import NotebookError, answer_from_notebook  # noqa: E402
-from grader.pitfalls import load_variants  # noqa: E402
+from grader.intake.notebooks import NotebookError, answer_from_notebook  # noqa: E402
+from grader.course.pitfalls import load_variants  # noqa: E402
 from grader.release.common import answer_cell_id  # noqa: E402
 from grader.release.notebooks import build_notebook, public_tests_source  # noqa: E402
-from grader.submissions import collect  # noqa: E402
+from grader.intake.submissions import collect  # noqa: E402
 
 EXERCISES = ["01", "02", "04"]
 

@@ -366,9 +366,9 @@ def test_feedback_hands_back_one_folder_or_zip_per_student(records, tmp_path, co
 
 
 def test_class_report_lists_similar_submissions(records, tmp_path, course):
-    """The section `grader grade` adds (grader/session.py: similarity_run.for_report)."""
+    """The section `grader grade` adds (grader/run/session.py: similarity_run.for_report)."""
     from grader.course import REPO_ROOT
-    from grader.similarity_run import for_report
+    from grader.run.similarity import for_report
 
     subs = tmp_path / "class"
     original = (REPO_ROOT / "solutions" / "06_multihead" / "multihead.py").read_text()

@@ -13,7 +13,7 @@ import pytest
 
 from grader.course import REPO_ROOT
 from grader.report.similarity import similar_pairs
-from grader.similarity_run import given_code
+from grader.run.similarity import given_code
 
 HERE = Path(__file__).parent
 

@@ -7,7 +7,7 @@ import zipfile
 import pytest
 
 from grader.course import load_course
-from grader.submissions import MAX_ARCHIVE_BYTES, SubmissionError, collect, unpack_zip
+from grader.intake.submissions import MAX_ARCHIVE_BYTES, SubmissionError, collect, unpack_zip
 
 MODULE = "def softmax(x, dim=-1):\n    return x\n"
 
@@ -117,7 +117,7 @@ def test_unknown_layout_says_where_the_module_was_found(tmp_path, course, softma
 def test_any_error_while_preparing_one_student_is_that_students_own(tmp_path, course, softmax_only, monkeypatch):
     """The per-student boundary: whatever raises while one student's files
     are read or prepared, that student is unreadable and the others are collected."""
-    import grader.submissions as submissions
+    import grader.intake.submissions as submissions
 
     for student in ("ann", "bea"):
         (tmp_path / "subs" / student / "01_softmax").mkdir(parents=True)
@@ -196,7 +196,7 @@ def test_hidden_folders_are_not_walked_and_a_non_utf8_name_gets_a_placeholder(tm
 
 def test_untouched_stub_ignores_line_ends_bom_and_trailing_spaces(course):
     from grader.course import REPO_ROOT
-    from grader.submissions import _is_untouched_stub
+    from grader.intake.submissions import _is_untouched_stub
 
     exercise = course.exercise("01")
     stub = (REPO_ROOT / "exercises" / exercise.folder / exercise.module).read_bytes()

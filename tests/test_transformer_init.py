@@ -20,7 +20,7 @@ import torch
 from coursekit.loader import load_module
 from coursekit.probes.copy_task import copy_task
 from grader.course import load_course
-from grader.submissions import assemble
+from grader.intake.submissions import assemble
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 REFERENCE = REPO_ROOT / "solutions" / "11_transformer" / "transformer.py"

@@ -108,7 +108,7 @@ def test_a_plain_folder_is_graded_once_with_feedback_and_the_limit(tmp_path):
 def test_nbgrader_submit_then_fetch_feedback(tmp_path):
     nbformat = pytest.importorskip("nbformat")
     pytest.importorskip("nbgrader")
-    from grader.pitfalls import load_variants
+    from grader.course.pitfalls import load_variants
     from grader.release.common import answer_cell_id
     from grader.release.nbgrader import write_course
     from nbgrader_run import NbgraderWorld, cell_by_id

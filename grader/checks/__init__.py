@@ -10,6 +10,10 @@ a ``CHECKS`` list.
 
 Messages are what students see: they say what was checked, never the
 hidden inputs or the expected values.
+
+In:  an exercise (course.yaml) and its probes (coursekit/probes).
+Out: its ``CHECKS``: seeded probe calls on hidden inputs, how to compare the
+     submission's results with the reference's, points and pitfalls.
 """
 from __future__ import annotations
 
@@ -261,6 +265,9 @@ class Figure:
     title: Text
     call: ProbeCall
     path: tuple[str | int, ...] = ()
+    # An attention map's fixed token labels (queries, keys): drawn with them
+    # by grader/report/attention_figures.py instead of as a plain heat map.
+    axes: tuple[tuple[str, ...], tuple[str, ...]] | None = None
 
 
 def _checks_module(exercise: Exercise):

@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import torch
 
-from grader.checks import (Check, all_of, error_type_equal, no_forbidden_calls, plain_equal, tensor_dicts_close,
+from grader.checks import (Check, Figure, all_of, error_type_equal, no_forbidden_calls, plain_equal, tensor_dicts_close,
                            tensors_close, text)
 from grader.checks.devices import device_check, placement_agrees
 from grader.sandbox import ProbeCall
@@ -280,4 +280,23 @@ CHECKS = [
     replace(device_check("12-device", _device_calls, owner="GPT", pitfalls=("pos-emb-positions",), seed=10),
             compare=all_of(placement_agrees, plain_equal("hidden_lists", reason="sub-modules kept in a plain Python list"))),
     no_forbidden_calls("12", requires=("12-logits",)),
+]
+
+# The last block's self-attention of the student's GPT, with the course's
+# seeded weights (untrained), next to the reference's: lower-triangular,
+# each row summing to 1. Never scored.
+_FIGURE_CONFIG = {"vocab_size": 16, "context_length": 12, "d_model": 16, "num_heads": 2, "num_layers": 2}
+_FIGURE_TOKENS = [3, 1, 4, 1, 5, 9, 2, 6, 5, 3]
+FIGURES = [
+    Figure(
+        name="gpt-self-attention",
+        title=text("the last block's self-attention, mean of the heads, with the course's seeded weights on the "
+                   "tokens 3 1 4 1 5 9 2 6 5 3 (rows: queries, columns: keys); nothing above the diagonal",
+                   "最后一块的自注意力，各头平均，使用课程固定种子的权重，输入词元 3 1 4 1 5 9 2 6 5 3"
+                   "（行：query，列：key）；对角线以上全为零"),
+        call=ProbeCall("coursekit.probes.attention_maps:gpt_attention",
+                       {"config": _FIGURE_CONFIG, "seed": 11, "idx": torch.tensor([_FIGURE_TOKENS])}),
+        path=("self_attention",),
+        axes=(tuple(map(str, _FIGURE_TOKENS)), tuple(map(str, _FIGURE_TOKENS))),
+    ),
 ]

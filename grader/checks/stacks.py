@@ -1,16 +1,22 @@
 """What the hidden checks of exercises 09 (encoder) and 10 (decoder) share:
 random sizes and masks, PyTorch's own layers as the source of seeded
 weights (:mod:`coursekit.probes.torch_oracles`), the kinds of probe call,
-and comparisons of nested results (gradients by parameter name).
+comparisons of nested results (gradients by parameter name), and the checks
+themselves, declared once (:func:`stack_checks`) and built from a table of
+rows per exercise.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import torch
 
 from coursekit.compare import compare_tensors
-from grader.checks import Compare, all_of, plain_equal, tensors_close
+from coursekit.probes import torch_oracles as oracles
+from grader.checks import Check, Compare, all_of, no_forbidden_calls, plain_equal, requiring, tensors_close
+from grader.checks.devices import device_check, placement_call
+from grader.course import Text
 from grader.sandbox import ProbeCall
 
 Weights = dict[str, torch.Tensor]
@@ -161,3 +167,161 @@ def float64_close(names: str) -> Compare:
 
 
 BEHAVIOUR_SAME = plain_equal(reason="behaves differently: output shape, normalisation, masking or dropout")
+
+
+# --- the checks every layer-and-stack exercise shares, declared once ------------
+#
+# Exercises 09 and 10 check the same things about a layer and a stack of them
+# (loaded weights, float64, gradients, train-mode dropout, inputs unchanged,
+# registered layers, behaviour, devices); only the sublayers, the forward's
+# inputs and the probes differ. A :class:`StackKind` says what differs, a
+# table of :class:`Case` rows says which checks and with what weight, and
+# :func:`stack_checks` builds them. A third stack is one more kind and table.
+
+Inputs = Callable[[torch.Generator, int, str, torch.dtype, dict], dict]
+
+
+@dataclass(frozen=True)
+class StackKind:
+    """What one exercise's layer and stack are made of."""
+
+    exercise: str                      # "09"
+    word: str                          # "encoder": its probe module, probe names and check ids
+    layer: str                         # the layer's class: "EncoderLayer"
+    stack: str                         # the stack's class: "Encoder"
+    names: str                         # the layer's sublayers, as messages name them
+    oracle: Callable[..., torch.nn.Module]      # a seeded torch layer (coursekit.probes.torch_oracles)
+    to_course: Callable[[dict], Weights]        # its state_dict under the contract's names
+    # (gen, d_model, mask kind, dtype, options) -> the forward's inputs: sizes, tensors, masks
+    inputs: Inputs
+    behaviour_inputs: Callable[[torch.Generator, int], dict]   # (gen, d_model) -> a fresh layer's inputs
+    placement_args: Callable[[torch.Generator, int, str], tuple]  # (gen, d_model, mask kind) -> forward's args
+    placements: tuple[tuple[str, bool, str], ...]               # (class, is a stack, mask kind) on the meta device
+    stack_names: str = "layers.0.self_attn, ..."
+
+    def probe(self, what: str) -> str:
+        """``coursekit.probes.encoder:encoder_<what>``."""
+        return f"coursekit.probes.{self.word}:{self.word}_{what}"
+
+
+@dataclass(frozen=True)
+class Case:
+    """One row of an exercise's table: a check of the layer (or, with
+    ``stack``, of the stack) made of ``count`` calls of one kind:
+
+    - ``output``, ``float64``, ``train``, ``gradients``: given weights, the
+      mask kinds taking turns; ``unchanged``: outputs, inputs left as they were;
+    - ``behaviour``: a fresh layer's facts; ``structure``: what it registers;
+    - ``device``: forward passes on the meta device (the kind's placements).
+    """
+
+    id: str
+    what: str
+    seed: int
+    message: Text | None = None                  # None: the kind's own (device checks)
+    count: int = 0
+    masks: tuple[str, ...] = ()
+    stack: bool = False
+    weight: float = 1.0
+    pitfalls: tuple[str, ...] = ()
+    options: dict = field(default_factory=dict)   # silenced=True, or the kind's own (same_lengths=True)
+
+
+_PROBE_OF = {"float64": "float64_values", "train": "seeded_output", "gradients": "gradient_values"}
+
+
+def layer_weights(kind: StackKind, config: dict, gen: torch.Generator, silenced: bool = False) -> Weights:
+    """Seeded weights of a layer (or of a stack, when ``config`` has
+    ``num_layers``) under the contract's names. ``silenced``: each sublayer
+    outputs 0 and the norms are tied, so only the residual path is left."""
+    layers = oracle_layers(kind.oracle, config, config.get("num_layers", 1), gen)
+    if "num_layers" in config:
+        return oracles.stack_to_course(layers)
+    if silenced:
+        oracles.tie_norms_(oracles.silence_sublayers_(layers[0]))
+    return kind.to_course(layers[0].state_dict())
+
+
+def weighted_calls(kind: StackKind, gen: torch.Generator, case: Case) -> list[ProbeCall]:
+    """``case.count`` calls, each on random sizes with its own seeded weights;
+    in ``gradients``, every other call trains."""
+    what = "output" if case.what == "unchanged" else case.what
+    options = {k: v for k, v in case.options.items() if k != "silenced"}
+    calls = []
+    for i in range(case.count):
+        train = what == "train" or (what == "gradients" and i % 2 == 1)
+        config = layer_config(gen, case.stack, train)
+        weights = layer_weights(kind, config, gen, case.options.get("silenced", False))
+        dtype = torch.float64 if what == "float64" else torch.float32
+        inputs = kind.inputs(gen, config["d_model"], case.masks[i % len(case.masks)], dtype, options)
+        probe = kind.probe(_PROBE_OF.get(what) or ("output" if case.stack else "layer_output"))
+        calls.append(call_of(probe, what, gen, {"config": config, "weights": weights, **inputs}, case.stack, train))
+    return calls
+
+
+def behaviour_calls(kind: StackKind, gen: torch.Generator, case: Case) -> list[ProbeCall]:
+    calls = []
+    for _ in range(case.count):
+        config = behaviour_config(gen, case.stack)
+        inputs = kind.behaviour_inputs(gen, config["d_model"])
+        calls.append(ProbeCall(kind.probe("behaviour"), {"config": config, **inputs, "stack": case.stack}))
+    return calls
+
+
+def structure_calls(kind: StackKind, gen: torch.Generator, case: Case) -> list[ProbeCall]:
+    probe = kind.probe("structure" if case.stack else "layer_structure")
+    return [ProbeCall(probe, {"config": layer_config(gen, case.stack)}) for _ in range(case.count)]
+
+
+def placement_calls(kind: StackKind, gen: torch.Generator, case: Case) -> list[ProbeCall]:
+    calls = []
+    for cls, stack, masks in kind.placements:
+        config = layer_config(gen, stack)
+        calls.append(placement_call(cls, config, *kind.placement_args(gen, config["d_model"], masks)))
+    return calls
+
+
+def _compare(kind: StackKind, case: Case) -> Compare:
+    names = kind.stack_names if case.stack else kind.names
+    loaded = loaded_and_close(kind.stack_names, atol=2e-5) if case.stack else loaded_and_close(kind.names)
+    if case.what == "structure" and case.stack:
+        return all_of(plain_equal("hidden_lists", reason="layers kept in a plain Python list"),
+                      plain_equal("layers", reason=f"layers is not an nn.ModuleList of separate {kind.layer}s"),
+                      plain_equal("parameters", reason="the registered parameters differ from the contract's"))
+    return {
+        "behaviour": BEHAVIOUR_SAME,
+        "structure": plain_equal("parameters", reason="the registered parameters differ from the contract's "
+                                                      "(names or shapes)"),
+        "output": loaded, "train": loaded,
+        "unchanged": all_of(plain_equal("inputs_unchanged", reason="modified an input in place"), loaded),
+        "float64": float64_close(names),
+        "gradients": gradients_close(names),
+    }[case.what]
+
+
+_CALLS = {"behaviour": behaviour_calls, "structure": structure_calls}
+
+
+def _check(kind: StackKind, case: Case) -> Check:
+    if case.what == "device":
+        return device_check(case.id, lambda gen: placement_calls(kind, gen, case),
+                            owner=f"{kind.layer} and {kind.stack}", pitfalls=case.pitfalls, seed=case.seed)
+    if case.message is None:
+        raise ValueError(f"{case.id}: a {case.what} check needs a message")
+    build = _CALLS.get(case.what, weighted_calls)
+    return Check(id=case.id, weight=case.weight, message=case.message, calls=lambda gen: build(kind, gen, case),
+                 compare=_compare(kind, case), pitfalls=case.pitfalls, seed=case.seed)
+
+
+def stack_checks(kind: StackKind, table: list[Case]) -> list[Check]:
+    """The exercise's checks, in the table's order, then its forbidden-calls
+    check. Behaviour facts and registered structure count only once the
+    layer (the first plain ``output`` row) and the stack (the first stacked
+    one) compute their outputs; devices only once the stack does."""
+    first = {(c.what, c.stack): c.id for c in reversed(table)}
+    layer_core, stack_core = first[("output", False)], first[("output", True)]
+    requires = {c.id: (stack_core if c.stack or c.what == "device" else layer_core,)
+                for c in table if c.what in ("behaviour", "structure", "device")}
+    checks = [_check(kind, case) for case in table]
+    checks.append(no_forbidden_calls(kind.exercise, requires=(first[("behaviour", False)],)))
+    return requiring(checks, requires)

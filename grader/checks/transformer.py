@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks import requiring
+from grader.checks import Figure, requiring
 from grader.checks import Check, Compare, all_of, no_forbidden_calls, plain_equal, tensors_close, text
 from grader.checks.devices import device_check, placement_call
 from grader.sandbox import ProbeCall
@@ -378,3 +378,22 @@ CHECKS = requiring(CHECKS, {
     "11-structure": ("11-forward-logits",),
     "11-copy-task": ("11-forward-logits",),
 })
+
+# The copy model after the hidden check's training (same seed, steps, length): its cross-attention
+# next to the reference's, a diagonal when it copies. Never scored; the README shows it too.
+_FIGURE_SOURCE = [3, 4, 5, 6, 7, 8]
+FIGURES = [
+    Figure(
+        name="copy-cross-attention",
+        title=text("after training on the copy task: the decoder's cross-attention on the source 3 4 5 6 7 8, "
+                   "mean of the heads (rows: the decoder's input, columns: the source); copying reads along "
+                   "the diagonal",
+                   "复制任务训练之后：解码器在源序列 3 4 5 6 7 8 上的交叉注意力，各头平均（行：解码器的输入，"
+                   "列：源序列）；复制时沿对角线读取"),
+        call=ProbeCall("coursekit.probes.attention_maps:copy_cross_attention",
+                       {"seed": COPY["seed"], "steps": COPY["steps"], "length": COPY["length"],
+                        "source": _FIGURE_SOURCE}),
+        path=("cross_attention",),
+        axes=(("<s>", *map(str, _FIGURE_SOURCE)), tuple(map(str, _FIGURE_SOURCE))),
+    ),
+]

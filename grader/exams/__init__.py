@@ -1,6 +1,12 @@
 """Exams: per-student variants, questions, building the students' folders,
 grading answers and code, time limits and statistics.
 
+In:  the course (its ``exams``, ``exam_settings`` and question bank: the
+     models are in grader/course/exam_schema.py), the exam secret, a roster,
+     the students' collected exams.
+Out: each student's exam folder (and nbgrader assignments), graded answers
+     and code in the gradebook, the exam's report and statistics.
+
 - ``variants.py``     the exam secret and each student's variant (sizes, question
                       parameters, choice orders), derived with HMAC-SHA256
 - ``expr.py``         the small arithmetic language of sizes and answers
@@ -10,7 +16,8 @@ grading answers and code, time limits and statistics.
 - ``answers_file.py`` reading ``answers.yaml`` with bounds (size, no aliases, depth)
 - ``answers.py``      grading the answers
 - ``intake.py``       which files are a student's exam: one source, the exam's own folder, bounded copies
-- ``build.py``        ``grader exam build``: one folder per student
+- ``build.py``        one student's exam folder, and reading the roster
+- ``build_class.py``  ``grader exam build``: every student's folder (and the nbgrader course)
 - ``nbgrader.py``     ``grader exam build --nbgrader``: one nbgrader assignment per student
 - ``timing.py``       collection timestamps, deadlines and the late policy
 - ``checks.py``       variant-aware hidden checks and the per-student judge
@@ -18,9 +25,25 @@ grading answers and code, time limits and statistics.
 - ``session.py``      ``run_exam_grading``: options in, files out, an exit code (``grader exam grade``)
 - ``stats.py``        per-question and per-exercise statistics (plain dicts)
 - ``report.py``       results.json, grades.csv and the exam's HTML report
-- ``validate.py``     the exam part of ``load_course``'s checks
-- ``cli.py``          the ``grader exam`` sub-app (mounted by grader/cli.py)
+- ``validate.py``     the exams' check, which ``load_course`` runs (registered below)
 
-Nothing in this package is shipped to students; ``exams/questions.yaml``
+The ``grader exam`` commands are in grader/cli/exam.py. Nothing in this
+package is shipped to students; ``exams/questions.yaml``
 (the bank, with its answers) must never be either.
 """
+from __future__ import annotations
+
+from pathlib import Path
+
+from grader.course import Course, register_course_check
+
+
+def _check_exams(course: Course, root: Path, check_files: bool) -> list[tuple[str, str]]:
+    # Imported when a course is loaded, not when the package is: the checks
+    # draw sample variants, which need most of this package.
+    from grader.exams.validate import check_exams
+
+    return check_exams(course, root, check_files)
+
+
+register_course_check("exams", _check_exams)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-from grader.bounded_read import read_bounded  # noqa: F401  (moved; the exam modules import it from here)
+from grader.intake.bounded_read import read_bounded  # noqa: F401  (moved; the exam modules import it from here)
 
 MAX_ANSWERS_BYTES = 256 << 10
 MAX_DEPTH = 20

@@ -1,4 +1,6 @@
-"""``grader exam build EXAM --roster roster.csv --out DIR``: one folder per student.
+"""One student's exam folder, and the roster it is built for. ``grader exam
+build EXAM --roster roster.csv --out DIR`` (grader/exams/build_class.py)
+writes one per student:
 
     DIR/<student>/
         README.md            the exam: time limit, what to do (English, 中文), the sizes
@@ -13,7 +15,7 @@
     DIR/_instructor/variants.json   every student's full variant (keep it, never hand it out)
 
 With ``--nbgrader NBDIR`` the same exam is also written as nbgrader
-assignments, one per student (grader/exams/nbgrader.py).
+assignments, one per student (grader/exams/nbgrader.py, from the files here).
 
 Nothing secret goes into a student's folder: no answers, no hidden seed, no
 reference code. The answer keys are recomputed at grading time from the secret.
@@ -29,10 +31,11 @@ from pathlib import Path
 
 import yaml
 
-from grader.course import Course, Exam, Exercise
+from grader.course import Course, Exercise
+from grader.course.exam_schema import Exam
 from grader.exams.questions import ShownQuestion, shown_questions
 from grader.exams.variants import Variant, make_variant
-from grader.submissions import STUDENT_ID_RE
+from grader.intake.submissions import STUDENT_ID_RE
 
 ID_COLUMNS = ("student_id", "student", "id")
 INSTRUCTOR_DIR = "_instructor"
@@ -227,24 +230,3 @@ def build_student(course: Course, exam: Exam, entry: RosterEntry, secret: bytes,
     (folder / "pytest.ini").write_text(PYTEST_INI, encoding="utf-8")
     write_exam_files(folder, course, exam, variant, entry, shown)
     return variant
-
-
-def build_exam(course: Course, exam: Exam, roster: list[RosterEntry], secret: bytes, out: Path,
-               root: Path, *, nbgrader: Path | None = None, exchange: Path | None = None) -> list[Variant]:
-    """Every student's folder, and the instructor's record of the variants;
-    with ``nbgrader``, also that nbgrader course directory with one
-    assignment per student (``exchange``: its ``Exchange.root``)."""
-    out.mkdir(parents=True, exist_ok=True)
-    variants = [build_student(course, exam, entry, secret, out, root) for entry in roster]
-    if nbgrader is not None:
-        from grader.exams.nbgrader import write_exam_course
-
-        write_exam_course(course, exam, list(zip(roster, variants)), nbgrader, root, exchange=exchange)
-    instructor = out / INSTRUCTOR_DIR
-    instructor.mkdir(exist_ok=True)
-    (instructor / "variants.json").write_text(json.dumps([v.to_dict() for v in variants], indent=1), encoding="utf-8")
-    (instructor / "README.txt").write_text(
-        "Instructor-only: every student's variant (sizes, question parameters, choice orders, seeds).\n"
-        "Do not hand this folder out. The answer keys are recomputed at grading time from the exam secret.\n",
-        encoding="utf-8")
-    return variants

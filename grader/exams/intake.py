@@ -35,10 +35,11 @@ import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.course import Course, Exam, Exercise
+from grader.course import Course, Exercise
+from grader.course.exam_schema import Exam
 from grader.exams.answers_file import read_bounded
 from grader.exams.nbgrader import SEPARATOR, assignment_name
-from grader.submissions import STUDENT_ID_RE
+from grader.intake.submissions import STUDENT_ID_RE
 
 ANSWERS_FILE = "answers.yaml"
 EXAM_FILES = (ANSWERS_FILE, "variant.json", "questions.md")
@@ -135,7 +136,7 @@ def _exam_folder(root: Path, submission: ExamSubmission, course: Course, exam: E
 
 
 def _unpack(entry: Path, target: Path, submission: ExamSubmission) -> Path | None:
-    from grader.submissions import unpack_zip
+    from grader.intake.submissions import unpack_zip
 
     shutil.rmtree(target, ignore_errors=True)
     try:
@@ -208,7 +209,7 @@ def _copy_regular(source: Path, target: Path) -> str:
 def stage_code(tree: Path, exercises: list[Exercise], target: Path) -> list[str]:
     """Copy the exam exercises' modules and notebooks (nothing else) from the
     student's exam folder ``tree`` into ``target``, in the layout
-    ``grader.submissions.collect`` reads; returns what was skipped and why."""
+    ``grader.intake.submissions.collect`` reads; returns what was skipped and why."""
     skipped = []
     target.mkdir(parents=True, exist_ok=True)
     for exercise in exercises:

@@ -17,7 +17,7 @@ assignment: jupyter/nbgrader#1153, #1433)::
 Assignment names are ``<exam>-<student>`` (:data:`SEPARATOR`): nbgrader
 refuses ``+`` in assignment names (its exchange names submissions
 ``student+assignment+timestamp``), and course.yaml's exam ids and the
-roster's student ids (``grader.submissions.STUDENT_ID_RE``) hold only
+roster's student ids (``grader.intake.submissions.STUDENT_ID_RE``) hold only
 letters, digits and ``._@-``, which nbgrader's paths and globs take as they are.
 
 The notebooks' test cells hold the student's public variant (sizes and public
@@ -31,7 +31,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from grader.course import Course, Exam, Exercise
+from grader.course import Course, Exercise
+from grader.course.exam_schema import Exam
 from grader.exams.build import (
     VARIANT_TESTS, RosterEntry, deadline_text, sizes_table, variant_tests_template, write_exam_files,
 )

@@ -8,7 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.course import Course, Exam, Question, Text, Tolerance
+from grader.course import Course, Text
+from grader.course.exam_schema import Exam, Question, Tolerance
 from grader.exams.expr import Number, evaluate
 from grader.exams.variants import Variant
 

@@ -24,9 +24,10 @@ import hashlib
 import json
 from collections.abc import Iterable
 
-from grader.course import Course, Exam
+from grader.course import Course
+from grader.course.exam_schema import Exam
 from grader.exams.answers import QuestionVerdict
-from grader.exams.grading import UNREADABLE, ExamResult
+from grader.exams.result import UNREADABLE, ExamResult
 from grader.exams.timing import UNKNOWN_NOTE, Lateness
 from grader.exams.variants import Variant
 from grader.gradebook import Gradebook, Key, Record

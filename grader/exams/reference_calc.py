@@ -122,6 +122,48 @@ def _dropout_train_scale(ref, p):
     return float(torch.nn.Dropout(float(p)).train()(torch.ones(4096)).max())
 
 
+# --- part C: the GPT (exercise 12), its KV cache and sampling
+
+def _gpt(ref, vocab_size, context_length, d_model, num_heads, num_layers, tie_weights=True):
+    return ref.GPT(int(vocab_size), int(context_length), int(d_model), int(num_heads), int(num_layers),
+                   tie_weights=bool(tie_weights))
+
+
+@computation("kv_cache_bytes_per_token", exercise="12")
+def _kv_cache_bytes_per_token(ref, d_model, num_heads, num_layers, value_bytes, vocab_size=32, context_length=8):
+    """What one more token adds to a KV cache of the reference GPT: the
+    keys and values its attention modules compute for that token (every
+    layer, every head), stored at ``value_bytes`` per number."""
+    import torch
+    model = _gpt(ref, vocab_size, context_length, d_model, num_heads, num_layers).eval()
+    cached = []
+    hooks = [module.register_forward_hook(lambda _m, _i, out: cached.append(out.numel()))
+             for name, module in model.named_modules() if name.rsplit(".", 1)[-1] in ("W_key", "W_value")]
+    with torch.no_grad():
+        model(torch.zeros(1, 1, dtype=torch.long))  # one token: what it adds to the cache
+    for hook in hooks:
+        hook.remove()
+    return sum(cached) * int(value_bytes)
+
+
+@computation("tied_parameters_saved", exercise="12")
+def _tied_parameters_saved(ref, vocab_size, context_length, d_model, num_heads, num_layers):
+    """Parameters of the reference GPT untied minus tied (a shared Parameter counts once)."""
+    def count(tie):
+        return sum(p.numel() for p in _gpt(ref, vocab_size, context_length, d_model, num_heads, num_layers,
+                                           tie).parameters())
+    return count(False) - count(True)
+
+
+@computation("temperature_probability")
+def _temperature_probability(ref, temperature, first, second, third=0.0):
+    """The probability of the first token when sampling from logits
+    [first, second, third] at ``temperature`` (softmax of logits / T)."""
+    import torch
+    logits = torch.tensor([float(first), float(second), float(third)], dtype=torch.float64)
+    return float(torch.softmax(logits / float(temperature), dim=-1)[0])
+
+
 # ------------------------------------------------------------- the parent side
 
 
@@ -156,7 +198,7 @@ def compute_many(course, requests: list[tuple[str, tuple]], root: Path) -> list:
 
 
 def _run_child(course, requests: list[tuple[str, tuple]], root: Path) -> list:
-    from grader.submissions import assemble
+    from grader.intake.submissions import assemble
 
     if not requests:
         return []

@@ -13,7 +13,8 @@ import json
 from pathlib import Path
 
 from grader.course import Course
-from grader.exams.grading import ExamResult, ExamRun
+from grader.exams.grading import ExamRun
+from grader.exams.result import ExamResult
 from grader.exams.stats import exam_stats
 
 

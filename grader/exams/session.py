@@ -1,6 +1,6 @@
 """One exam grading run, from options to files on disk: the entry point
 ``grader exam grade`` uses, and the one ``grader grade --exam EXAM`` can call
-(same shape as grader/session.py's ``run_grading``: returns an exit code)."""
+(same shape as grader/run/session.py's ``run_grading``: returns an exit code)."""
 from __future__ import annotations
 
 import contextlib

@@ -11,8 +11,9 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 
-from grader.course import Course, Exam, Text
-from grader.exams.grading import ExamResult
+from grader.course import Course, Text
+from grader.course.exam_schema import Exam
+from grader.exams.result import ExamResult
 
 
 def _texts(text: str | Text) -> dict:

@@ -40,14 +40,14 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from grader.course import Exam
+from grader.course.exam_schema import Exam
 from grader.exams.answers_file import read_bounded
 # The policy and its rule are shared with homework deadlines; re-exported for the exam modules.
-from grader.late_policy import (  # noqa: F401
+from grader.course.late_policy import (  # noqa: F401
     EARLIEST, LATEST, UNKNOWN_NOTE, LatePolicy, Lateness, TimeUnusable, in_range, judge_lateness, late_factor,
 )
-from grader.late_policy import parse_nbgrader_timestamp as _parse_nbgrader_timestamp
-from grader.late_policy import parse_time as _parse_time
+from grader.course.late_policy import parse_nbgrader_timestamp as _parse_nbgrader_timestamp
+from grader.course.late_policy import parse_time as _parse_time
 
 METADATA_FILE = ".submission.json"
 NBGRADER_TIMESTAMP = "timestamp.txt"
@@ -187,7 +187,7 @@ def deadline(exam: Exam, stamp: Stamp, extra_min: float = 0.0) -> datetime | Non
 
 
 def assess(exam: Exam, stamp: Stamp, extra_min: float = 0.0) -> Lateness:
-    """Lateness of one submission under the exam's policy (grader/late_policy.py);
+    """Lateness of one submission under the exam's policy (grader/course/late_policy.py);
     unknown (factor 1, ``known`` False) without a usable submission time or deadline."""
     try:
         due = deadline(exam, stamp, extra_min)

@@ -1,5 +1,5 @@
-"""The exam part of ``load_course``: load the question bank (validated by the
-same pydantic schema, with field paths prefixed by its file name) and check
+"""The exams' check that ``load_course`` runs (registered by
+grader/exams/__init__.py; the course model loads the question bank itself):
 the exams against the course and the bank: exercises and questions exist,
 expressions and placeholders only use names the variant defines, computed
 answers name known computations, and sample variants draw without errors.
@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-from pydantic import ValidationError
-
-from grader.course import Course, Exam, Question, QuestionBank, _duplicates, _error_message, _field_path
+from grader.course.exam_schema import Exam, Question
+from grader.course.model import Course, _duplicates
 from grader.exams import expr
 from grader.exams.questions import placeholders
 
@@ -20,40 +18,30 @@ _SAMPLE_STUDENTS = 16
 _SAMPLE_SECRET = b"validation-only-secret, never used for a real exam"
 
 
-def load_question_bank(course: Course, root: Path) -> tuple[dict[str, Question], Problems]:
-    """The bank named by ``exam_settings.questions`` (an empty one when none is)."""
-    name = course.exam_settings.questions
-    if name is None:
-        if any(exam.questions for exam in course.exams):
-            return {}, [("exam_settings.questions", "exams ask questions, but no question bank is named")]
-        return {}, []
-    path = root / name
-    try:
-        # The C loader when there is one: this runs at every course load.
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except OSError as exc:
-        return {}, [("exam_settings.questions", f"{name}: cannot read: {exc.strerror}")]
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{name}: line {mark.line + 1}" if mark else name
-        return {}, [(where, f"not valid YAML: {getattr(exc, 'problem', exc)}")]
-    try:
-        bank = QuestionBank.model_validate(data)
-    except ValidationError as exc:
-        return {}, [(f"{name}: {_field_path(err['loc'])}", _error_message(err)) for err in exc.errors()]
-    problems = [(f"{name}: questions", f"question id {dup!r} is declared more than once")
-                for dup in _duplicates([q.id for q in bank.questions])]
+def check_exams(course: Course, root: Path, check_files: bool) -> Problems:
+    """The exams' check that ``load_course`` runs (registered by
+    grader/exams/__init__.py); the bank is already loaded into ``course``."""
+    if not course.exams and not course.exam_settings.questions:
+        return []
+    return _computation_problems(course) or exam_problems(course, root, check_files=check_files)
+
+
+def _computation_problems(course: Course) -> Problems:
+    """Computed answers name a known computation, of a known exercise."""
     from grader.exams.reference_calc import COMPUTATIONS
 
-    for i, question in enumerate(bank.questions):
+    name = course.exam_settings.questions
+    exercise_ids = {e.id for e in course.exercises}
+    problems = []
+    for i, question in enumerate(course.questions.values()):
         if question.compute is not None:
             calc = COMPUTATIONS.get(question.compute.name)
             if calc is None:
                 problems.append((f"{name}: questions[{i}].compute.name",
                                  f"unknown computation {question.compute.name!r} (known: {', '.join(sorted(COMPUTATIONS))})"))
-            elif calc.exercise is not None and calc.exercise not in {e.id for e in course.exercises}:
+            elif calc.exercise is not None and calc.exercise not in exercise_ids:
                 problems.append((f"{name}: questions[{i}].compute.name", f"runs the reference of unknown exercise {calc.exercise!r}"))
-    return {q.id: q for q in bank.questions}, problems
+    return problems
 
 
 def _names_problems(where: str, text: str | int | float, known: set[str]) -> Problems:

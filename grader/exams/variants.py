@@ -20,7 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grader.course import Course, Exam, SizeSpec
+from grader.course import Course
+from grader.course.exam_schema import Exam, SizeSpec
 from grader.exams.expr import Number, as_int, evaluate, names
 
 SECRET_MIN_BYTES = 16

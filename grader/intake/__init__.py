@@ -1,6 +1,16 @@
 """Intake: reading what students hand in, following nothing and reading
 nothing unbounded.
 
+In:  a class folder of submissions (folders, zips, notebooks) and the course.
+Out: for each student and exercise, a ``Submission`` (the module's text, or
+     why it is unreadable), never a path into the student's files.
+
+- ``tree.py``, ``archive.py``  a folder or zip read into an index of plain files
+- ``names.py``, ``errors.py``  student ids and the fixed reasons of unreadable work
+- ``bounded_read.py``          reading a file with a size bound, following no link
+- ``notebooks.py``             a module's answer cells taken out of a notebook
+- ``submissions.py``           ``collect``: the class folder into ``Submission``s
+
 A submission (a folder or a zip) is turned into a :class:`~grader.intake.tree.SubmissionTree`,
 an index of its plain files and folders made without following a single
 link: symbolic and hard links, FIFOs, sockets and devices are refused

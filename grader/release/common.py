@@ -1,6 +1,6 @@
 """What every release needs: which exercises exist, their public tests, the
 students' view of ``course.yaml``, and the names of notebook cells (shared
-by the notebook builder, the extraction in ``grader.notebooks`` and the
+by the notebook builder, the extraction in ``grader.intake.notebooks`` and the
 gradebook push, so that they can never disagree)."""
 from __future__ import annotations
 

@@ -244,7 +244,7 @@ def _write_grade(gb, course: Course, exercise: Exercise, record, assignment_id: 
     graded test cells in proportion to their points."""
     from nbgrader.api import MissingEntry
 
-    from grader.handback import exercise_markdown
+    from grader.report.handback import exercise_markdown
 
     name = notebook_name(exercise)
     notebook = gb.find_submission_notebook(name, assignment_id, student)
@@ -278,7 +278,7 @@ def push_scores(course: Course, grades_db: Path, nbgrader_db: Path, assignment_i
     nbgrader counts a manual score instead of its own, so formgrader shows
     ours, and a later ``nbgrader autograde`` does not overwrite it. The
     grade cell's comment is the student's feedback: every check with its
-    points, the cause, and the hints (grader/handback.py).
+    points, the cause, and the hints (grader/report/handback.py).
 
     ``nbgrader generate_feedback`` must run after this (with ``--force`` if
     it ran before): the caller warns about feedback already generated

@@ -95,7 +95,23 @@ def _readme(exercise: Exercise, root: Path, name: str) -> str:
     text = path.read_text(encoding="utf-8")
     # The link between the two READMEs means nothing inside a notebook
     # (both are in it); the rest of that line (the seeds) stays.
-    return re.sub(r"^\[(中文版|English)\]\(README(\.zh)?\.md\)\s*(·\s*)?", "", text, count=1, flags=re.M)
+    text = re.sub(r"^\[(中文版|English)\]\(README(\.zh)?\.md\)\s*(·\s*)?", "", text, count=1, flags=re.M)
+    return _inline_figures(text, root)
+
+
+def _inline_figures(text: str, root: Path) -> str:
+    """The README's figures (docs/figures/*.svg, relative to the exercise
+    folder) as data URIs: a notebook travels without the folder they are in."""
+    import base64
+
+    def inline(match: re.Match) -> str:
+        path = root / "docs" / "figures" / match.group(2)
+        if not path.is_file():
+            raise ReleaseError(f"{path} is missing: the README shows it")
+        data = base64.b64encode(path.read_bytes()).decode("ascii")
+        return f"![{match.group(1)}](data:image/svg+xml;base64,{data})"
+
+    return re.sub(r"!\[([^\]]*)\]\(\.\./\.\./docs/figures/([\w.-]+\.svg)\)", inline, text)
 
 
 def _string_literal(source: str) -> str:

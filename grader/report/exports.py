@@ -66,7 +66,7 @@ def write_results_json(records: list[Record], path: Path) -> None:
             # the judge's score before the instructor's adjustment (grader adjust), and that adjustment
             "graded_points": r.points if r.graded_points is None else r.graded_points,
             "adjustment": r.adjustment,
-            # homework deadlines (grader/deadlines.py): submitted_at, deadline, source, late_min, flagged,
+            # homework deadlines (grader/run/deadlines.py): submitted_at, deadline, source, late_min, flagged,
             # factor, note, known, unpenalised_points; null when the assignment has no due time
             "lateness": r.lateness,
             "status": r.status,

@@ -7,28 +7,18 @@ import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from jinja2 import Environment, PackageLoader, select_autoescape
+from jinja2 import Environment
 
 from grader.course import Course
-from grader.feedback import STATUSES, beyond_status, status_text
+from grader.feedback import STATUSES, status_text
 from grader.gradebook import Record
-from grader.report import plots, svg
-from grader.report.feedback import exercise_feedback, instructor_details
+from grader.report import plots
+from grader.report.feedback import instructor_details
+from grader.report.student_page import render_student_page
+from grader.report.templating import environment  # noqa: F401  (callers import it from here)
 
 # Kept for callers that want English words only; the one table is grader.feedback.STATUSES.
 STATUS_TEXT = {status: text.en for status, text in STATUSES.items()}
-
-
-def environment() -> Environment:
-    """The report templates (grader/report/templates), autoescaped, with
-    their filters: ``pct``, ``pts`` and ``placeholders``."""
-    env = Environment(loader=PackageLoader("grader.report", "templates"), autoescape=select_autoescape(["html"]))
-    env.filters["pct"] = lambda x: f"{100 * x:.0f}%"
-    env.filters["pts"] = lambda x: f"{x:.2f}".rstrip("0").rstrip(".")
-    env.filters["beyond_status"] = lambda record: beyond_status(record.status, record.reason)
-    # An exam question's {size}: each student saw their own number there.
-    env.filters["placeholders"] = lambda text: re.sub(r"\{(\w+)\}", "⟨\\1⟩", text)
-    return env
 
 
 def page_name(student: str) -> str:
@@ -90,7 +80,7 @@ def write_html_report(course: Course, records: list[Record], out: Path, *,
     give the exam's column in the class table and its section on each
     student's page (its statistics come through ``exam_stats``,
     grader/exams/stats.py). ``students_only``: write these students' pages
-    and nothing else (``grader feedback``, grader/handback.py).
+    and nothing else (``grader feedback``, grader/report/handback.py).
     ``similarity``: (grader/report/similarity.py reports, why none) for the
     overview's section on suspiciously alike submissions."""
     from grader.exams.records import is_exam_row
@@ -121,26 +111,12 @@ def write_html_report(course: Course, records: list[Record], out: Path, *,
                         max_total=max_total, exercise_rate=exercise_rate, hints=hints, exams=exams,
                         exam_list=exam_list, exam_stats=exam_stats or [], similarity=similarity)
 
-    page = env.get_template("student.html")
     for student, rows in students.items():
         if students_only is not None and student not in students_only:
             continue
-        figure = svg.score_bars(
-            [e.id for e in exercises],
-            [rows[e.id].points / rows[e.id].max_points if e.id in rows else 0.0 for e in exercises],
-            [exercise_rate[e.id] for e in exercises],
-        ) if exercises else ""
-        pictures = {
-            exercise_id: [(data["title"], svg.side_by_side(data["student"], data["expected"], data["title"]["en"]))
-                          for data in record.figures.values()]
-            for exercise_id, record in rows.items() if record.figures
-        }
-        feedback = {exercise_id: exercise_feedback(record, hints) for exercise_id, record in rows.items()}
-        html = page.render(course=course, student=student, exercises=exercises, rows=rows,
-                           total=totals[student], max_total=max_total, hints=hints, figure=figure,
-                           pictures=pictures, status_text=status_text, feedback=feedback,
-                           exams=[(exam, exams.get(student, {}).get(exam.id)) for exam in exam_list],
-                           standalone=students_only is not None)
+        html = render_student_page(course, student, exercises, rows, exercise_rate, env=env,
+                                   exams=[(exam, exams.get(student, {}).get(exam.id)) for exam in exam_list],
+                                   standalone=students_only is not None)
         (out / "students" / f"{page_name(student)}.html").write_text(html, encoding="utf-8")
     return out / "index.html"
 

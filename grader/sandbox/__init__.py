@@ -7,6 +7,10 @@ The sandbox knows nothing about exercises, checks or solutions: a run is
 ``child.py`` (the confined run) and the layers it applies:
 ``namespaces.py``, ``landlock.py``, ``limits.py``, ``seccomp.py``;
 ``wire.py`` is the framing and the safe decoding of results.
+
+In:  a module's folder, probe calls and the course's limits.
+Out: plain data (values, errors by kind, resource facts), never an object
+     the student's code made.
 """
 from __future__ import annotations
 

@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from grader.course import Exercise, load_course
-from grader.grading import Task
+from grader.run.grading import Task
 from grader.judge import ExerciseResult, Judge
 from grader.sandbox import Limits, RunResult, Sandbox
 

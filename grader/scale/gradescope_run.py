@@ -14,7 +14,7 @@ from pathlib import Path
 
 from grader.course import load_course
 from grader.gradebook import Gradebook
-from grader.grading import grade_class
+from grader.run.grading import grade_class
 from grader.judge import Judge
 from grader.sandbox import Limits, Sandbox
 from grader.scale.gradescope import results_json

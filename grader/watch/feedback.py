@@ -43,25 +43,9 @@ def graded_page(course: Course, student: str, exercises: list[Exercise], rows: d
                 class_mean: dict[str, float], note: str) -> str:
     """The report's student page for these exercises, with ``note`` (when
     it was graded, the hourly allowance) above it."""
-    from grader.feedback import status_text
-    from grader.report import svg
-    from grader.report.feedback import exercise_feedback
-    from grader.report.html import environment
+    from grader.report.student_page import render_student_page
 
-    hints = {p.id: p.hint for p in course.pitfalls}
-    figure = svg.score_bars([e.id for e in exercises],
-                            [rows[e.id].points / rows[e.id].max_points if e.id in rows else 0.0 for e in exercises],
-                            [class_mean.get(e.id, 0.0) for e in exercises])
-    pictures = {
-        exercise_id: [(data["title"], svg.side_by_side(data["student"], data["expected"], data["title"]["en"]))
-                      for data in record.figures.values()]
-        for exercise_id, record in rows.items() if record.figures
-    }
-    html = environment().get_template("student.html").render(
-        course=course, student=student, exercises=exercises, rows=rows,
-        total=sum(r.points for r in rows.values()), max_total=sum(e.points for e in exercises) or 1.0,
-        hints=hints, figure=figure, pictures=pictures, status_text=status_text,
-        feedback={exercise_id: exercise_feedback(record, hints) for exercise_id, record in rows.items()})
+    html = render_student_page(course, student, exercises, rows, class_mean, standalone=True)
     return html.replace("<h1>", f'<p class="sub">{escape(note)}</p>\n<h1>', 1)
 
 

@@ -24,9 +24,9 @@ from typing import TextIO
 
 from grader.course import Course, Exercise
 from grader.gradebook import Gradebook, Key
-from grader.grading import MISSING_HASH
+from grader.run.grading import MISSING_HASH
 from grader.judge import ExerciseResult, Judge
-from grader.submissions import ExerciseSubmission, collect
+from grader.intake.submissions import ExerciseSubmission, collect
 from grader.watch import feedback
 from grader.watch.sources import Arrival
 from grader.watch.state import HOUR_S, WatchState, fair_order

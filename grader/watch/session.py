@@ -10,7 +10,7 @@ from grader.course import CourseError, load_course
 from grader.gradebook import Gradebook, GradebookError
 from grader.judge import GraderError, Judge
 from grader.sandbox import Limits, Sandbox, SandboxError
-from grader.session import EXIT_BAD_INPUT, EXIT_GRADEBOOK, EXIT_GRADER_BROKEN, EXIT_OK
+from grader.run.session import EXIT_BAD_INPUT, EXIT_GRADEBOOK, EXIT_GRADER_BROKEN, EXIT_OK
 from grader.watch.run import Watch, WatchOptions
 from grader.watch.sources import Arrival, NbgraderInbound, PlainFolder
 from grader.watch.state import WatchState

@@ -34,7 +34,7 @@ import yaml
 
 from grader.course import load_course
 from grader.judge import ExerciseResult, Judge
-from grader.submissions import assemble
+from grader.intake.submissions import assemble
 
 CORPUS = Path(__file__).resolve().parent
 LABEL_KEYS = {"expect", "fails", "hint", "all_hints", "not_hint", "about", "known_issue"}

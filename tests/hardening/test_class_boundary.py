@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from grader.gradebook import Gradebook
-from grader.grading import GRADER_ERROR, grade_class
+from grader.run.grading import GRADER_ERROR, grade_class
 from grader.course import Text
 from grader.judge import ExerciseResult, GraderError, Verdict
 

@@ -21,7 +21,8 @@ import pytest
 import yaml
 
 from grader.course import REPO_ROOT
-from grader.exams.build import RosterEntry, build_exam
+from grader.exams.build import RosterEntry
+from grader.exams.build_class import build_exam
 from grader.exams.questions import answer_keys
 
 pytest.importorskip("grader.sandbox")

@@ -114,7 +114,7 @@ def test_no_student_text_in_the_reasons(graded):
 def test_ipython_lines_follow_ipythons_rules(monkeypatch, source, commented, ipython):
     """IPython's transformers decide; without IPython, the fallback rule
     agrees on these (a `%`/`!` line is IPython's only where a statement starts)."""
-    from grader.notebooks import IPYTHON_ONLY, _without_ipython_syntax
+    from grader.intake.notebooks import IPYTHON_ONLY, _without_ipython_syntax
 
     if not ipython:
         monkeypatch.setitem(sys.modules, "IPython.core.inputtransformer2", None)
@@ -128,7 +128,7 @@ def test_a_cell_of_many_magics_takes_the_linear_rule_and_agrees():
     """IPython's transformers re-tokenize the cell per magic (cubic in
     practice): a cell with more magics than IPYTHON_MAX_MAGICS gets the
     fallback rule, which marks the same lines."""
-    from grader.notebooks import IPYTHON_MAX_MAGICS, IPYTHON_ONLY, _without_ipython_syntax
+    from grader.intake.notebooks import IPYTHON_MAX_MAGICS, IPYTHON_ONLY, _without_ipython_syntax
 
     source = "!ls\n" * (IPYTHON_MAX_MAGICS * 20) + "x = (1\n!= 2)\nif x:\n    %time f()\n"
     out = _without_ipython_syntax(source)

@@ -1,0 +1,143 @@
+"""One ``grader grade`` run, from the command line's options to the files
+on disk, with a progress bar. Kept apart from grader/cli/ so that the CLI
+only parses options and this module only orchestrates."""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import tempfile
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from grader.run.deadlines import DeadlineInputError, assess_class, load_homework_times
+from grader.course import CourseError, load_course
+from grader.exams.records import recorded_exam_stats
+from grader.gradebook import Gradebook, GradebookError
+from grader.intake.errors import UNREADABLE
+from grader.intake.names import shown
+from grader.run.grading import GRADER_ERROR, grade_class
+from grader.judge import GraderError, Judge
+from grader.sandbox import Limits, Sandbox, SandboxError
+
+EXIT_OK, EXIT_BAD_INPUT, EXIT_GRADER_BROKEN, EXIT_GRADEBOOK = 0, 2, 3, 4
+PROBLEM_CHARS = 300   # a problem's text shown in the terminal, at most
+
+
+def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: float | None,
+                memory: int | None, assignment: str | None, course_path: Path,
+                exercise_ids: list[str] | None = None, executor: str = "local",
+                scheduler: str | None = None, students: list[str] | None = None, force: bool = False,
+                extensions: Path | None = None, timestamps: Path | None = None) -> int:
+    console = Console(stderr=True)
+    try:
+        course = load_course(course_path)
+        homework = load_homework_times(course, extensions, timestamps)
+    except (CourseError, DeadlineInputError) as exc:
+        console.print(str(exc), markup=False)
+        return EXIT_BAD_INPUT
+    if assignment:
+        chosen = [a for a in course.assignments if a.id == assignment]
+        if not chosen:
+            console.print(f"no assignment {assignment!r}; course.yaml has: {', '.join(a.id for a in course.assignments)}")
+            return EXIT_BAD_INPUT
+        exercises = [course.exercise(i) for i in chosen[0].exercises]
+    else:
+        exercises = list(course.exercises)
+    if exercise_ids:
+        unknown = sorted(set(exercise_ids) - {e.id for e in exercises})
+        if unknown:
+            console.print(f"unknown exercise(s) {', '.join(unknown)}; choose from {', '.join(e.id for e in exercises)}")
+            return EXIT_BAD_INPUT
+        exercises = [e for e in exercises if e.id in exercise_ids]
+    if executor not in ("local", "dask"):
+        console.print(f"unknown executor {executor!r}: local or dask")
+        return EXIT_BAD_INPUT
+    if executor == "dask" and importlib.util.find_spec("distributed") is None:
+        console.print("--executor dask needs Dask: pip install 'attention-course[scale]'")
+        return EXIT_BAD_INPUT
+    try:
+        os.scandir(submissions).close()   # the instructor's folder: an error here is theirs, not a student's
+    except OSError as exc:
+        console.print(f"cannot read the submissions folder {submissions}: {exc.strerror}", markup=False)
+        return EXIT_BAD_INPUT
+    limits = Limits.from_grading(course.grading, timeout_s=timeout, memory_mb=memory)
+    root = course_path.resolve().parent
+    try:
+        with Gradebook(db) as gradebook, contextlib.ExitStack() as stack, \
+                tempfile.TemporaryDirectory(prefix="grade-") as workdir:
+            if executor == "dask":  # the workers judge; this process only collects and records
+                from grader.scale.dask_executor import dask_executor
+
+                judge, runner = None, stack.enter_context(dask_executor(course_path, limits, scheduler))
+            else:
+                judge, runner = Judge(course, stack.enter_context(Sandbox(limits)), root), None
+            with Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                          TextColumn("ETA"), TimeRemainingColumn(), console=console) as progress:
+                bar = progress.add_task("grading", total=None)
+
+                def advance(task, record) -> None:
+                    progress.update(bar, advance=1)
+
+                run = grade_class(course, exercises, submissions, gradebook, judge, Path(workdir), jobs=jobs,
+                                  executor=runner, on_result=advance, root=root, on_plan=lambda n: progress.update(bar, total=n),
+                                  students=set(students or []), force=force)
+            records = [r for r in (gradebook.get(k) for k in run.keys) if r is not None]
+            lateness, late_problems = assess_class(course, run.submissions, run.keys, homework)
+            gradebook.set_lateness({k: v.to_dict() for k, v in lateness.items()})
+            records = gradebook.finalise(records)   # grader adjust and the late policy: in every report
+            if students:  # a regrade of a few: the reports stay the whole class's, with their new results
+                chosen = {e.id for e in exercises}
+                records = [r for r in gradebook.records(course.course.version) if r.key.exercise in chosen]
+            recorded = list(gradebook.records(course.course.version))
+            exams = recorded_exam_stats(course, recorded)
+            # The exams' totals: a column of the class table, a section of each student's page.
+            exam_totals = [r for r in recorded if r.key.exercise in {exam.id for exam in course.exams}]
+    except GradebookError as exc:
+        console.print(f"gradebook error: {exc}", markup=False)
+        return EXIT_GRADEBOOK
+    except (GraderError, SandboxError) as exc:
+        console.print(f"the grader cannot grade: {exc}", markup=False)
+        return EXIT_GRADER_BROKEN
+    for submission in run.submissions:
+        for problem in submission.problems:
+            # Ids and problems may carry text from students' file names: markup escaped, control bytes visible.
+            console.print(f"[yellow]warning[/yellow] {shown(submission.student)}: {shown(problem, PROBLEM_CHARS)}",
+                          highlight=False)
+    failed = sum(r.status == GRADER_ERROR for r in records)
+    if failed:
+        console.print(f"[red]{failed} result(s) could not be judged[/red] (a grader error, traceback above): "
+                      "they are graded again on the next run", highlight=False)
+    unreadable = sum(r.status == UNREADABLE for r in records)
+    if unreadable:
+        console.print(f"[yellow]{unreadable} result(s) unreadable[/yellow] (links, special files, damaged or "
+                      "oversized archives or notebooks): their reasons are in grades.csv and the report",
+                      highlight=False)
+    for problem in late_problems:
+        console.print(f"[yellow]warning[/yellow] {problem}", markup=False, highlight=False)
+    if lateness:
+        late = sum(v.flagged for v in lateness.values())
+        unknown = sum(not v.known for v in lateness.values())
+        console.print(f"deadlines: {late} late submission(s)" + (
+            f", {unknown} with lateness unknown (no submission time on record: --timestamps, nbgrader's "
+            "timestamp.txt or a git checkout gives one; grades.csv column lateness)" if unknown else ""))
+    # The report (matplotlib, ~1 s) is loaded only now that it is written.
+    from grader.report import write_grades_csv, write_html_report, write_results_json
+
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        write_grades_csv(records, out / "grades.csv")
+        write_results_json(records, out / "results.json")
+        from grader.run.similarity import for_report
+
+        similar = for_report(course, exercises, submissions, root) if records else ([], "")
+        index = write_html_report(course, records + exam_totals, out / "report", exam_stats=exams, similarity=similar)
+    except OSError as exc:
+        console.print(f"cannot write the reports to {out}: {exc.strerror} ({exc.filename})", markup=False)
+        return EXIT_GRADEBOOK
+    console.print(f"graded {run.graded} result(s), {run.resumed} already in {db}; "
+                  f"{len(run.submissions)} student(s)")
+    console.print(f"gradebook: {db}\ngrades:    {out / 'grades.csv'}\nreport:    {index}")
+    return EXIT_OK

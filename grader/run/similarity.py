@@ -1,0 +1,90 @@
+"""``grader similarity SUBMISSIONS``: collect a class as ``grader grade``
+does (same intake rules), then list each exercise's suspiciously alike
+pairs (:mod:`grader.report.similarity`) on the terminal and, with
+``--json``, in a file."""
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from dataclasses import asdict
+from typing import TYPE_CHECKING
+from pathlib import Path
+
+from grader.course import REPO_ROOT, Course, CourseError, Exercise, load_course
+from grader.intake.submissions import collect
+
+if TYPE_CHECKING:
+    from grader.report.similarity import SimilarityReport
+
+
+def given_code(exercise: Exercise, root: Path = REPO_ROOT) -> list[str]:
+    """What every student got in the exercise's folder: the stub and the
+    modules it ships from earlier exercises (public tests excluded)."""
+    folder = root / "exercises" / exercise.folder
+    return [p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.py")) if not p.name.startswith("test_")]
+
+
+def class_similarity(course: Course, exercises: list[Exercise], submissions: Path, threshold: float,
+                     root: Path = REPO_ROOT) -> list[SimilarityReport]:
+    """One report per exercise, over every student who handed in its module."""
+    from grader.report.similarity import similar_pairs  # copydetect: imported when used
+
+    with tempfile.TemporaryDirectory(prefix="similarity-") as workdir:
+        found = collect(submissions, course, exercises, Path(workdir), root)
+        reports = []
+        for exercise in exercises:
+            sources = {}
+            for submission in found:
+                part = submission.exercises.get(exercise.id)
+                if part is not None and part.folder is not None:
+                    sources[submission.student] = (part.folder / exercise.module).read_text(
+                        encoding="utf-8", errors="replace")
+            reports.append(similar_pairs(exercise.id, sources, given_code(exercise, root), threshold))
+    return reports
+
+
+def write_json(reports: list[SimilarityReport], out: Path) -> None:
+    out.write_text(json.dumps([{**asdict(r), "pairs": [{**asdict(p), "similarity": p.similarity} for p in r.pairs]}
+                               for r in reports], indent=1))
+
+
+def for_report(course: Course, exercises: list[Exercise], submissions: Path, root: Path = REPO_ROOT,
+               threshold: float = 0.7) -> tuple[list[SimilarityReport], str]:
+    """The class report's similarity section: (reports, "") or ([], why not).
+    Never raises: similarity is a list to look at, and grading is done."""
+    try:
+        return class_similarity(course, exercises, submissions, threshold, root), ""
+    except ImportError as exc:   # copydetect is in the [grader] extra
+        return [], f"similarity not computed: {exc.name or exc} is not installed"
+    except Exception as exc:  # noqa: BLE001 - the grades are written; say why this part is missing
+        return [], f"similarity not computed: {type(exc).__name__}: {exc}"
+
+
+def run_similarity(submissions: Path, exercise_ids: list[str], threshold: float, json_out: Path | None,
+                   course_path: Path) -> int:
+    """``grader similarity``: each exercise's alike pairs on the terminal
+    (and as JSON at ``json_out``); 0, or 2 for bad input."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    try:
+        course = load_course(course_path, check_files=False)
+        chosen = [course.exercise(i) for i in exercise_ids] if exercise_ids else list(course.exercises)
+    except (CourseError, KeyError) as exc:
+        print(f"similarity: {exc}", file=sys.stderr)
+        return 2
+    reports = class_similarity(course, chosen, submissions, threshold, root=course_path.resolve().parent)
+    console = Console(highlight=False)
+    for report in reports:
+        line = f"{report.exercise}: {len(report.pairs)} pair(s) at or above {threshold:.0%} of {len(report.compared)} compared"
+        if report.too_short:
+            line += f"; {len(report.too_short)} too short to judge"
+        console.print(line)
+        for pair in report.pairs:
+            console.print(f"  {escape(repr(pair.first))} ~ {escape(repr(pair.second))}: {pair.first_covered:.0%} / "
+                          f"{pair.second_covered:.0%}")
+    if json_out is not None:
+        write_json(reports, json_out)
+        console.print(f"{json_out}: written")
+    return 0

@@ -1,0 +1,71 @@
+"""Part C's assignments released through nbgrader (``gpt``: exercise 12;
+``generate``: 13 and 14 once they exist): ``grader release nbgrader``
+writes them, and the real ``nbgrader generate_assignment`` accepts them and
+hands students the stub, the modules the exercise ships, and the README's
+figures inline. Fast: no autograde (tests/test_release_nbgrader.py's round
+trip covers that path).
+
+Run with an nbgrader that has its templates (``/work/main/.venv``)."""
+from __future__ import annotations
+
+import base64
+import re
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat", reason="the release extra (pip install -e '.[release]') is not installed")
+pytest.importorskip("nbgrader.api", reason="nbgrader is not installed")
+pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")
+
+from grader.course import REPO_ROOT, load_course  # noqa: E402
+from grader.release.common import grade_cell_id  # noqa: E402
+from grader.release.notebooks import BEGIN_SOLUTION  # noqa: E402
+from grader.release.student_repo import secret_lines  # noqa: E402
+from nbgrader_run import NbgraderWorld, nbgrader_meta  # noqa: E402
+
+COURSE = load_course(check_files=False)
+PART_C = [a for a in COURSE.assignments if a.id in ("gpt", "generate")]
+
+
+def test_part_c_has_its_assignment():
+    assert [a.exercises for a in PART_C if a.id == "gpt"] == [["12"]]
+
+
+@pytest.mark.parametrize("assignment", PART_C, ids=lambda a: a.id)
+def test_release_then_generate_assignment(tmp_path, assignment):
+    from typer.testing import CliRunner
+
+    from grader.cli import app
+
+    world = NbgraderWorld(tmp_path)
+    result = CliRunner().invoke(app, ["release", "nbgrader", str(world.course_dir), "-a", assignment.id])
+    assert result.exit_code == 0, result.output
+    exercises = [COURSE.exercise(i) for i in assignment.exercises
+                 if (REPO_ROOT / "solutions" / COURSE.exercise(i).folder).is_dir()]
+    assert f"source/{assignment.id}: {', '.join(e.folder for e in exercises)}" in result.output
+
+    world.run("-m", "nbgrader", "generate_assignment", assignment.id, cwd=world.course_dir)
+    released = world.course_dir / "release" / assignment.id
+    for exercise in exercises:
+        notebook = nbformat.read(released / f"{exercise.folder}.ipynb", as_version=4)
+        # One locked grade cell with the exercise's points; the answer cell is the stub.
+        graded = [c for c in notebook.cells if nbgrader_meta(c).get("grade") or nbgrader_meta(c).get("task")]
+        assert [nbgrader_meta(c)["grade_id"] for c in graded] == [grade_cell_id(exercise)]
+        assert nbgrader_meta(graded[0])["points"] == exercise.points
+        text = "\n".join(c.source for c in notebook.cells)
+        assert BEGIN_SOLUTION not in text
+        # Secret as of this release: later exercises (13, 14) ship 12 as working code.
+        secrets = secret_lines(COURSE, REPO_ROOT, released=exercises)[f"solutions/{exercise.folder}/{exercise.module}"]
+        leaked = [line for line in secrets if line in text]
+        assert secrets
+        assert leaked == [], f"reference lines in the students' notebook: {leaked[:3]}"
+        # The modules the exercise ships (working code of earlier exercises) travel with it.
+        for shipped_id in exercise.ships:
+            assert (released / COURSE.exercise(shipped_id).module).is_file()
+        # The README's figures are inline (the notebook has no docs/ beside it), and are the committed SVGs.
+        shown = re.findall(r"!\[[^\]]*\]\(([^)]*)\)", text)
+        assert not [link for link in shown if "docs/figures" in link]
+        readme = (REPO_ROOT / "exercises" / exercise.folder / "README.md").read_text()
+        for name in re.findall(r"\.\./\.\./docs/figures/([\w.-]+\.svg)", readme):
+            svg = (REPO_ROOT / "docs" / "figures" / name).read_bytes()
+            assert f"data:image/svg+xml;base64,{base64.b64encode(svg).decode()}" in text
