@@ -87,26 +87,56 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.skip("a long soak: GRADER_LONG_TESTS=1 runs it")
 
 
-# Under pytest-xdist (`-n 2 --dist loadgroup`: scripts/test.sh in CI) each
-# worker has its own session, so tests sharing a session result above go to
-# one worker, which computes it once; every other test keeps its file's
-# company, so module fixtures (a graded attack corpus, an nbgrader world) are
-# built once too. A test file may still name its own xdist_group.
-SHARED_SESSION_RESULTS = {"judge": "judge", "course_sandbox": "judge", "selftest_reports": "selftest",
-                          "graded_class": "sample-class", "submissions": "sample-class"}
+# Under pytest-xdist (`-n 2 --dist loadgroup`, scripts/test.sh) each worker
+# has its own session. Scheduling (the controller sees only node ids): a test
+# file stays on one worker, so its module fixtures (a graded attack corpus,
+# an nbgrader world) are built once; the files that share a session result
+# above form one unit, so it is computed once. (xdist's own xdist_group marks
+# do not reach the node ids under pytest 9, hence this scheduler.)
+SHARED_RESULT_FILES = {
+    "judge": ["tests/test_checks.py", "tests/accuracy/test_accuracy.py", "tests/test_judge.py",
+              "tests/test_observation.py", "tests/test_checks_attention_weights.py",
+              "tests/test_checks_self_attention.py"],
+    "sample-class": ["tests/test_grading.py", "tests/test_dask_executor.py"],
+}
+UNIT_OF_FILE = {path: unit for unit, paths in SHARED_RESULT_FILES.items() for path in paths}
+SHARED_FIXTURES = {"judge": "judge", "course_sandbox": "judge", "graded_class": "sample-class"}
+# The longest units first (a quiet 2-core machine, seconds in one process),
+# so that neither worker is left with a long one at the end.
+LONGEST_FIRST = ["judge", "sample-class", "tests/test_release_nbgrader.py", "tests/test_exercises.py",
+                 "tests/test_exam_nbgrader.py", "tests/test_watch.py", "tests/test_student_side.py",
+                 "tests/test_sandbox.py", "tests/test_term.py", "tests/test_sandbox_trust.py",
+                 "tests/test_gradescope_export.py", "tests/hardening/test_faults.py"]
 
 
-def _xdist_group(item: pytest.Item) -> str:
-    for fixture, group in SHARED_SESSION_RESULTS.items():
-        if fixture in getattr(item, "fixturenames", ()):
-            return group
-    return item.nodeid.split("::", 1)[0]
+def _unit(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
+    return UNIT_OF_FILE.get(path, path)
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist's own, which reads the marks
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # optional: xdist may be absent
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedResultScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _unit(nodeid)
+
+    config.option.loadscopereorder = False  # keep LONGEST_FIRST's order
+    return SharedResultScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not getattr(config.option, "loadgroup", False):  # set by xdist for --dist loadgroup
+    if not hasattr(config, "workerinput"):  # not an xdist worker: the order is pytest's
         return
+    rank = {unit: i for i, unit in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(_unit(item.nodeid), len(rank)))  # stable: files stay whole
     for item in items:
-        if item.get_closest_marker("xdist_group") is None:
-            item.add_marker(pytest.mark.xdist_group(_xdist_group(item)))
+        for fixture, unit in SHARED_FIXTURES.items():
+            if fixture in getattr(item, "fixturenames", ()) and _unit(item.nodeid) != unit:
+                item.warn(pytest.PytestWarning(
+                    f"uses the session's {fixture!r} but its file is not in conftest's SHARED_RESULT_FILES"
+                    f"[{unit!r}]: under xdist that result may be computed twice"))
+                break
