@@ -98,15 +98,19 @@ SHARED_RESULT_FILES = {
               "tests/test_observation.py", "tests/test_checks_attention_weights.py",
               "tests/test_checks_self_attention.py"],
     "sample-class": ["tests/test_grading.py", "tests/test_dask_executor.py"],
+    # Not a shared result: the sandbox's own timing-sensitive tests (timeouts,
+    # kills near a deadline) run one after another, never beside each other.
+    "sandbox": ["tests/test_sandbox.py", "tests/test_sandbox_trust.py", "tests/test_sandbox_seccomp.py",
+                "tests/test_sandbox_redteam.py"],
 }
 UNIT_OF_FILE = {path: unit for unit, paths in SHARED_RESULT_FILES.items() for path in paths}
 SHARED_FIXTURES = {"judge": "judge", "course_sandbox": "judge", "graded_class": "sample-class"}
 # The longest units first (a quiet 2-core machine, seconds in one process),
 # so that neither worker is left with a long one at the end.
-LONGEST_FIRST = ["judge", "sample-class", "tests/test_release_nbgrader.py", "tests/test_exercises.py",
+LONGEST_FIRST = ["judge", "sample-class", "sandbox", "tests/test_release_nbgrader.py", "tests/test_exercises.py",
                  "tests/test_exam_nbgrader.py", "tests/test_watch.py", "tests/test_student_side.py",
-                 "tests/test_sandbox.py", "tests/test_term.py", "tests/test_sandbox_trust.py",
-                 "tests/test_gradescope_export.py", "tests/hardening/test_faults.py"]
+                 "tests/test_term.py", "tests/test_gradescope_export.py",
+                 "tests/hardening/test_exam_class_run.py", "tests/hardening/test_faults.py"]
 
 
 def _unit(nodeid: str) -> str:
