@@ -1,3 +1,4 @@
+import os
 import sys
 from pathlib import Path
 
@@ -23,6 +24,28 @@ def midterm(course):
 
 
 @pytest.fixture(scope="session")
+def course_sandbox(course):
+    """One sandbox (one fork-server) with the course's own limits for the
+    whole session: tests that only grade through it share it."""
+    from grader.sandbox import Limits, Sandbox
+
+    with Sandbox(Limits(**course.grading.model_dump())) as box:
+        yield box
+
+
+@pytest.fixture(scope="session")
+def judge(course, course_sandbox):
+    """One judge for the session, as one `grader grade` run has: each
+    exercise's reference and pitfall variants run once and are shared by
+    every test that grades through it (tests/test_checks.py, tests/accuracy/,
+    tests/test_observation.py, tests/test_judge.py, ...). A test that needs
+    other limits or a fresh cache builds its own."""
+    from grader.judge import Judge
+
+    return Judge(course, course_sandbox)
+
+
+@pytest.fixture(scope="session")
 def selftest_reports(course, tmp_path_factory):
     """Public tests of every exercise against its reference, its untouched
     stub and each pitfall variant: one run for the whole session."""
@@ -37,3 +60,87 @@ def submissions(course, tmp_path_factory):
     from classrun import CLASS_SIZE, write_class
 
     return write_class(course, tmp_path_factory.mktemp("class"), CLASS_SIZE)
+
+
+@pytest.fixture(scope="session")
+def graded_class(submissions, tmp_path_factory) -> Path:
+    """The `submissions` class graded once by a real `grader grade` process
+    (--jobs 2, never interrupted): a folder with its grades.db and grading/.
+    Read-only for the tests that share it (tests/test_grading.py compares
+    reruns and resumed runs with it, tests/test_dask_executor.py a cluster's
+    gradebook); a test that grades into it again works on a copy."""
+    from classrun import grade_cli
+
+    out = tmp_path_factory.mktemp("clean")
+    run = grade_cli(submissions, out / "grades.db", out / "grading")
+    output = run.communicate(timeout=600)[0]
+    assert run.returncode == 0, output
+    return out
+
+
+LONG_TESTS = os.environ.get("GRADER_LONG_TESTS") == "1"
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    # Soaks that repeat what a shorter test in CI already proves, by hand.
+    if item.get_closest_marker("long") and not LONG_TESTS:
+        pytest.skip("a long soak: GRADER_LONG_TESTS=1 runs it")
+
+
+# Under pytest-xdist (`-n 2 --dist loadgroup`, scripts/test.sh) each worker
+# has its own session. Scheduling (the controller sees only node ids): a test
+# file stays on one worker, so its module fixtures (a graded attack corpus,
+# an nbgrader world) are built once; the files that share a session result
+# above form one unit, so it is computed once. (xdist's own xdist_group marks
+# do not reach the node ids under pytest 9, hence this scheduler.)
+SHARED_RESULT_FILES = {
+    "judge": ["tests/test_checks.py", "tests/accuracy/test_accuracy.py", "tests/test_judge.py",
+              "tests/test_observation.py", "tests/test_checks_attention_weights.py",
+              "tests/test_checks_self_attention.py"],
+    "sample-class": ["tests/test_grading.py", "tests/test_dask_executor.py"],
+    # Not a shared result: the sandbox's own timing-sensitive tests (timeouts,
+    # kills near a deadline) run one after another, never beside each other.
+    "sandbox": ["tests/test_sandbox.py", "tests/test_sandbox_trust.py", "tests/test_sandbox_seccomp.py",
+                "tests/test_sandbox_redteam.py"],
+}
+UNIT_OF_FILE = {path: unit for unit, paths in SHARED_RESULT_FILES.items() for path in paths}
+SHARED_FIXTURES = {"judge": "judge", "course_sandbox": "judge", "graded_class": "sample-class"}
+# The longest units first (a quiet 2-core machine, seconds in one process),
+# so that neither worker is left with a long one at the end.
+LONGEST_FIRST = ["judge", "sample-class", "sandbox", "tests/test_release_nbgrader.py", "tests/test_exercises.py",
+                 "tests/test_exam_nbgrader.py", "tests/test_watch.py", "tests/test_student_side.py",
+                 "tests/test_term.py", "tests/test_gradescope_export.py",
+                 "tests/hardening/test_exam_class_run.py", "tests/hardening/test_faults.py"]
+
+
+def _unit(nodeid: str) -> str:
+    path = nodeid.split("::", 1)[0]
+    return UNIT_OF_FILE.get(path, path)
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # optional: xdist may be absent
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedResultScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return _unit(nodeid)
+
+    config.option.loadscopereorder = False  # keep LONGEST_FIRST's order
+    return SharedResultScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not hasattr(config, "workerinput"):  # not an xdist worker: the order is pytest's
+        return
+    rank = {unit: i for i, unit in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(_unit(item.nodeid), len(rank)))  # stable: files stay whole
+    for item in items:
+        for fixture, unit in SHARED_FIXTURES.items():
+            if fixture in getattr(item, "fixturenames", ()) and _unit(item.nodeid) != unit:
+                item.warn(pytest.PytestWarning(
+                    f"uses the session's {fixture!r} but its file is not in conftest's SHARED_RESULT_FILES"
+                    f"[{unit!r}]: under xdist that result may be computed twice"))
+                break

@@ -91,22 +91,55 @@ def places(tmp_path_factory) -> dict[str, Path]:
             "db": tmp / "grades.db", "tmp": tmp}
 
 
-@pytest.mark.parametrize("argv, named", [pytest.param(a, n, id=i) for i, a, n in CASES])
-def test_careless_input_is_refused_clearly(places, argv, named):
+# These also run as a real `python -m grader` process (exit status, no
+# traceback on the terminal): one per kind of refusal (an option's value, a
+# missing path, an unknown id from course.yaml, a gradebook that is not
+# there, options that exclude each other, a folder that is one student's).
+# The rest run in this process through the same typer app (a subprocess each
+# cost ~3 s of torch imports, and a grade command a fork-server besides).
+REAL_PROCESS = {"timeout-negative", "grade-missing-folder", "check-unknown-exercise", "push-missing-db",
+                "adjust-two-changes", "exam-grade-one-student"}
+
+
+def _answer(argv: list[str], real_process: bool, monkeypatch) -> tuple[int, str, str]:
+    """(exit status, what the user sees, an escaped exception or "") of `grader ARGV`."""
+    if real_process:
+        # A wide terminal: click's error box must not wrap the option's name.
+        run = subprocess.run([sys.executable, "-m", "grader", *argv], cwd=REPO_ROOT, capture_output=True,
+                             text=True, timeout=120, env={**os.environ, "COLUMNS": "400"})
+        return run.returncode, run.stdout + run.stderr, ""
+    from typer.testing import CliRunner
+
+    from grader.cli import app
+
+    monkeypatch.setenv("COLUMNS", "400")
+    monkeypatch.chdir(REPO_ROOT)
+    result = CliRunner().invoke(app, argv)
+    # Anything but SystemExit escaping the command is the traceback a user would see.
+    escaped = "" if result.exception is None or isinstance(result.exception, SystemExit) else repr(result.exception)
+    return result.exit_code, result.output, escaped
+
+
+@pytest.mark.parametrize("argv, named, real_process",
+                         [pytest.param(a, n, i in REAL_PROCESS, id=i + ("-process" if i in REAL_PROCESS else ""))
+                          for i, a, n in CASES])
+def test_careless_input_is_refused_clearly(places, argv, named, real_process, monkeypatch):
     args = [part.format(**{k: str(v) for k, v in places.items()}) for part in argv]
-    # A wide terminal: click's error box must not wrap the option's name.
-    run = subprocess.run([sys.executable, "-m", "grader", *args], cwd=REPO_ROOT, capture_output=True, text=True,
-                         timeout=120, env={**os.environ, "COLUMNS": "400"})
-    answer = run.stdout + run.stderr
-    assert run.returncode == 2, answer
+    status, answer, escaped = _answer(args, real_process, monkeypatch)
+    assert not escaped, escaped
+    assert status == 2, answer
     assert named in answer, answer
     assert "Traceback" not in answer, answer
 
 
-def test_a_mistyped_nbgrader_db_is_not_created(places):
+def test_every_real_process_case_is_a_case():
+    assert REAL_PROCESS <= {case_id for case_id, _, _ in CASES}
+
+
+def test_a_mistyped_nbgrader_db_is_not_created(places, monkeypatch):
     mistyped = places["tmp"] / "gradebok-typo.db"
-    subprocess.run([sys.executable, "-m", "grader", "push", "nbgrader", "attention", "--db", str(places["db"]),
-                    "--nbgrader-db", str(mistyped)], cwd=REPO_ROOT, capture_output=True, timeout=120)
+    _answer(["push", "nbgrader", "attention", "--db", str(places["db"]), "--nbgrader-db", str(mistyped)], False,
+            monkeypatch)
     assert not mistyped.exists()
 
 

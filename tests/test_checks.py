@@ -2,29 +2,26 @@
 sandbox, the reference scores full marks, the untouched stub scores zero,
 and every pitfall variant loses points with a failed check that declares
 its pitfall (see grader/proofs/check_matrix.py)."""
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
 
 from grader.proofs.check_matrix import check_exercise
 from grader.course import load_course
-from grader.judge import Judge
-from grader.sandbox import Limits, Sandbox
 
 EXERCISES = load_course().exercises
 
 
 @pytest.fixture(scope="session")
-def judge(course):
-    with Sandbox(Limits(**course.grading.model_dump())) as sandbox:
-        yield Judge(course, sandbox)
-
-
-@pytest.fixture(scope="session")
 def matrix(judge, tmp_path_factory):
-    rows = {}
-    for exercise in EXERCISES:
-        for row in check_exercise(judge, exercise, tmp_path_factory.mktemp(exercise.folder)):
-            rows[(exercise.id, row.case)] = row
-    return rows
+    """Every exercise's matrix, through conftest's session judge (whose
+    reference and variant results other test files then reuse)."""
+    workdirs = {exercise.id: tmp_path_factory.mktemp(exercise.folder) for exercise in EXERCISES}
+    # Two exercises at a time (CI has two cores); the judge is thread-safe,
+    # as when `grader grade --jobs 2` shares it.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        matrices = list(pool.map(lambda e: check_exercise(judge, e, workdirs[e.id]), EXERCISES))
+    return {(exercise.id, row.case): row for exercise, rows in zip(EXERCISES, matrices) for row in rows}
 
 
 @pytest.mark.parametrize("exercise", EXERCISES, ids=lambda e: e.folder)

@@ -3,8 +3,6 @@ written differently from the reference gets full marks, and a solution that
 only works on one (n, d) sequence keeps the unbatched checks' points."""
 import pytest
 
-from grader.judge import Judge
-from grader.sandbox import Limits, Sandbox
 from grader.intake.submissions import assemble
 
 ALTERNATIVE = '''\
@@ -41,12 +39,6 @@ def attention_weights(scores):
 def context_vectors(inputs):
     return torch.mm(attention_weights(attention_scores(inputs)), inputs)
 '''
-
-
-@pytest.fixture(scope="module")
-def judge(course):
-    with Sandbox(Limits(**course.grading.model_dump())) as sandbox:
-        yield Judge(course, sandbox)
 
 
 def _grade(judge, source: str, tmp_path):

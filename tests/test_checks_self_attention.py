@@ -4,8 +4,6 @@ marks; a forward that folds the scale into a weight in place is caught by
 the side-effect check, although its first call is right."""
 import pytest
 
-from grader.judge import Judge
-from grader.sandbox import Limits, Sandbox
 from grader.intake.submissions import assemble
 
 ALTERNATIVE = '''\
@@ -38,12 +36,6 @@ SCALE_IN_PLACE = (
     "            self.W_query.bias.data /= self.W_key.out_features ** 0.5\n"
     "        queries = self.W_query(x)\n"
 )
-
-
-@pytest.fixture(scope="module")
-def judge(course):
-    with Sandbox(Limits(**course.grading.model_dump())) as sandbox:
-        yield Judge(course, sandbox)
 
 
 def _grade(judge, source: str, tmp_path):

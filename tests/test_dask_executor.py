@@ -11,8 +11,7 @@ import pytest
 from grader.course import REPO_ROOT
 from grader.gradebook import Gradebook
 from grader.run.grading import grade_class
-from grader.judge import Judge
-from grader.sandbox import Limits, Sandbox
+from grader.sandbox import Limits
 
 distributed = pytest.importorskip("distributed")
 
@@ -29,15 +28,12 @@ def _book(db):
 
 
 @pytest.fixture(scope="module")
-def local_book(course, submissions, tmp_path_factory):
-    """The class graded here, with threads: what the cluster must match."""
-    tmp = tmp_path_factory.mktemp("local")
-    limits = Limits(**course.grading.model_dump())
-    with Gradebook(tmp / "grades.db") as book, Sandbox(limits) as sandbox:
-        run = grade_class(course, [course.exercise("01")], submissions, book, Judge(course, sandbox),
-                          tmp / "work", jobs=2)
-    assert run.graded == len(run.keys) > 0
-    return _book(tmp / "grades.db")
+def local_book(submissions, graded_class):
+    """The class graded locally (conftest's `graded_class`: `grader grade
+    --jobs 2`, threads in one process): what the cluster must match."""
+    book = _book(graded_class / "grades.db")
+    assert len(book) == len(list(submissions.iterdir())) > 0
+    return book
 
 
 def test_dask_local_cluster_matches_local_grading(submissions, local_book, tmp_path):

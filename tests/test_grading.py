@@ -2,6 +2,7 @@
 half-way loses nothing: rerunning completes the same gradebook as a run
 that was never interrupted."""
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,12 +22,9 @@ def _grade(submissions, db, out, **popen):
 
 
 @pytest.fixture(scope="module")
-def uninterrupted(submissions, tmp_path_factory):
-    out = tmp_path_factory.mktemp("clean")
-    run = _grade(submissions, out / "grades.db", out / "grading")
-    output = run.communicate(timeout=600)[0]
-    assert run.returncode == 0, output
-    return out
+def uninterrupted(graded_class):
+    """conftest's `graded_class`: the class graded once, never interrupted."""
+    return graded_class
 
 
 def test_grading_twice_gives_identical_results(submissions, uninterrupted, tmp_path):
@@ -37,8 +35,9 @@ def test_grading_twice_gives_identical_results(submissions, uninterrupted, tmp_p
     assert (tmp_path / "grading" / "grades.csv").read_text() == (uninterrupted / "grading" / "grades.csv").read_text()
 
 
-def test_rerun_grades_nothing_twice(submissions, uninterrupted):
-    run = _grade(submissions, uninterrupted / "grades.db", uninterrupted / "grading")
+def test_rerun_grades_nothing_twice(submissions, uninterrupted, tmp_path):
+    shutil.copytree(uninterrupted, tmp_path / "again")  # the shared run stays as it was
+    run = _grade(submissions, tmp_path / "again" / "grades.db", tmp_path / "again" / "grading")
     output = run.communicate(timeout=600)[0]
     assert run.returncode == 0 and f"graded 0 result(s), {STUDENTS} already in" in output
 
@@ -68,24 +67,35 @@ def test_sigkill_half_way_loses_nothing(submissions, uninterrupted, tmp_path):
     assert _results(db) == _results(uninterrupted / "grades.db")
 
 
-@pytest.mark.slow
-def test_the_sample_class_grades_identically_twice(tmp_path):
+@pytest.fixture(scope="module")
+def sample_class(tmp_path_factory):
     """The README's demo class (examples/make_submissions.py): strong,
     pitfalls, half-way, crashing and hanging code, a zipped checkout."""
-    subs = tmp_path / "submissions"
+    subs = tmp_path_factory.mktemp("sample") / "submissions"
     subprocess.run([sys.executable, "examples/make_submissions.py", str(subs)], cwd=REPO_ROOT, check=True,
                    capture_output=True)
-    results = []
-    for run in ("first", "second"):
-        cmd = [sys.executable, "-m", "grader", "grade", str(subs), "--jobs", "2", "--timeout", "15",
-               "--db", str(tmp_path / f"{run}.db"), "--out", str(tmp_path / run)]
-        done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
-        assert done.returncode == 0, done.stdout + done.stderr
-        results.append(_results(tmp_path / f"{run}.db"))
-    assert results[0] == results[1]
+    return subs
+
+
+def _grade_sample(subs, tmp_path, run: str) -> dict:
+    cmd = [sys.executable, "-m", "grader", "grade", str(subs), "--jobs", "2", "--timeout", "15",
+           "--db", str(tmp_path / f"{run}.db"), "--out", str(tmp_path / run)]
+    done = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return _results(tmp_path / f"{run}.db")
+
+
+@pytest.mark.slow
+def test_the_sample_class_grades_as_the_readme_says(sample_class, tmp_path):
     by_student = {}
-    for (student, _, _), (points, status, _, _) in results[0].items():
+    for (student, _, _), (points, status, _, _) in _grade_sample(sample_class, tmp_path, "first").items():
         by_student.setdefault(student, []).append((points, status))
     assert sorted(by_student) == ["alice", "bob", "carol", "dave", "erin"]
     assert all(status == "graded" for _, status in by_student["alice"])
     assert {"import_error", "timeout", "not_submitted"} <= {status for _, status in by_student["dave"]}
+
+
+@pytest.mark.long  # GRADER_LONG_TESTS=1; in CI, test_grading_twice_gives_identical_results stands for it
+def test_the_sample_class_grades_identically_twice(sample_class, tmp_path):
+    """Hanging code, a zipped checkout and all, twice: the same gradebook."""
+    assert _grade_sample(sample_class, tmp_path, "first") == _grade_sample(sample_class, tmp_path, "second")

@@ -9,10 +9,7 @@ from grader.sandbox import Limits, Sandbox
 from grader.intake.submissions import assemble
 
 
-@pytest.fixture(scope="module")
-def sandbox(course):
-    with Sandbox(Limits(**course.grading.model_dump())) as box:
-        yield box
+# `judge`: conftest's session judge (the course's limits, references run once).
 
 
 def _grade(judge, exercise, source: str, tmp_path):
@@ -20,27 +17,27 @@ def _grade(judge, exercise, source: str, tmp_path):
     return judge.grade(exercise, folder, tmp_path / "work")
 
 
-def test_untouched_stub_scores_zero_without_hints(course, sandbox, tmp_path):
+def test_untouched_stub_scores_zero_without_hints(course, judge, tmp_path):
     exercise = course.exercise("01")
     stub = (REPO_ROOT / "exercises" / exercise.folder / exercise.module).read_text()
-    result = _grade(Judge(course, sandbox), exercise, stub, tmp_path)
+    result = _grade(judge, exercise, stub, tmp_path)
     assert result.points == 0 and result.status == "not_started"
     assert {v.reason for v in result.verdicts} <= {"not implemented yet", "counts once 01-random-shapes passes"}
     assert result.pitfalls == []
 
 
-def test_a_variant_is_confirmed_as_its_own_pitfall(course, sandbox, tmp_path):
+def test_a_variant_is_confirmed_as_its_own_pitfall(course, judge, tmp_path):
     from grader.course.pitfalls import load_variants
 
     exercise = course.exercise("01")
     variant = load_variants(exercise, REPO_ROOT)["softmax-overflow"]
-    result = _grade(Judge(course, sandbox), exercise, variant.source, tmp_path)
+    result = _grade(judge, exercise, variant.source, tmp_path)
     failed = [v for v in result.verdicts if not v.passed]
     assert 0 < result.points < exercise.points
     assert all(v.confirmed == ["softmax-overflow"] for v in failed), [(v.check_id, v.confirmed) for v in failed]
 
 
-def test_a_correct_solution_written_differently_gets_full_marks(course, sandbox, tmp_path):
+def test_a_correct_solution_written_differently_gets_full_marks(course, judge, tmp_path):
     source = (
         "import torch\n\n\n"
         "def softmax(x, dim=-1):\n"
@@ -49,13 +46,13 @@ def test_a_correct_solution_written_differently_gets_full_marks(course, sandbox,
         "    s = e.sum(dim=dim, keepdim=True)\n"
         "    return torch.where(s > 0, e / torch.where(s > 0, s, torch.ones_like(s)), torch.zeros_like(e))\n"
     )
-    result = _grade(Judge(course, sandbox), course.exercise("01"), source, tmp_path)
+    result = _grade(judge, course.exercise("01"), source, tmp_path)
     assert result.points == pytest.approx(10), [(v.check_id, v.reason) for v in result.verdicts if not v.passed]
 
 
-def test_messages_and_reasons_reveal_no_hidden_value(course, sandbox, tmp_path):
+def test_messages_and_reasons_reveal_no_hidden_value(course, judge, tmp_path):
     source = "import torch\n\n\ndef softmax(x, dim=-1):\n    raise ValueError(f'shape {tuple(x.shape)} values {x.tolist()}')\n"
-    result = _grade(Judge(course, sandbox), course.exercise("01"), source, tmp_path)
+    result = _grade(judge, course.exercise("01"), source, tmp_path)
     shown = repr([{k: v for k, v in verdict.to_dict().items() if k != "instructor_detail"}
                   for verdict in result.verdicts])
     assert "shape (" not in shown and "values [" not in shown
@@ -73,22 +70,22 @@ def test_grading_without_filesystem_isolation_is_refused(course, monkeypatch):
         Judge(course, Unconfined())
 
 
-def test_a_module_that_cannot_be_imported_gets_its_reason_and_no_hints(course, sandbox, tmp_path):
-    result = _grade(Judge(course, sandbox), course.exercise("01"), "def softmax(x, dim=-1)\n    return x\n", tmp_path)
+def test_a_module_that_cannot_be_imported_gets_its_reason_and_no_hints(course, judge, tmp_path):
+    result = _grade(judge, course.exercise("01"), "def softmax(x, dim=-1)\n    return x\n", tmp_path)
     assert result.status == "import_error" and "syntax error on line 1" in result.reason
     assert result.points == 0 and result.pitfalls == []
 
 
-def test_feedback_figures_come_from_public_inputs_only(course, sandbox, tmp_path):
+def test_feedback_figures_come_from_public_inputs_only(course, judge, tmp_path):
     exercise = course.exercise("03")
     reference = (REPO_ROOT / "solutions" / exercise.folder / exercise.module).read_text()
-    result = _grade(Judge(course, sandbox), exercise, reference, tmp_path)
+    result = _grade(judge, exercise, reference, tmp_path)
     figure = result.figures["causal-weights"]
     assert figure["student"] == figure["expected"] and len(figure["expected"]) == 6
     # Above the diagonal the causal weights are zero: a real picture, not noise.
     assert all(figure["expected"][i][j] == 0 for i in range(6) for j in range(i + 1, 6))
     stub = (REPO_ROOT / "exercises" / exercise.folder / exercise.module).read_text()
-    assert _grade(Judge(course, sandbox), exercise, stub, tmp_path / "stub").figures["causal-weights"]["student"] is None
+    assert _grade(judge, exercise, stub, tmp_path / "stub").figures["causal-weights"]["student"] is None
 
 
 # --- feedback in fixed words (issue 13 class 4, issue 14) ---------------------
@@ -103,17 +100,17 @@ def _student_facing(result) -> str:
                    for verdict in result.verdicts)])
 
 
-def test_a_class_the_submission_defines_is_never_named(course, sandbox, tmp_path):
+def test_a_class_the_submission_defines_is_never_named(course, judge, tmp_path):
     source = ("import torch\n\n\nclass Secret_0_4375(Exception):\n    pass\n\n\n"
               "def softmax(x, dim=-1):\n    raise Secret_0_4375()\n")
-    result = _grade(Judge(course, sandbox), course.exercise("01"), source, tmp_path)
+    result = _grade(judge, course.exercise("01"), source, tmp_path)
     assert "Secret" not in _student_facing(result)
     assert "raised an exception of a class defined in your code" in _failed(result)["01-random-shapes"].reason
 
 
-def test_a_syntax_error_is_located_here_by_parsing_and_said_once(course, sandbox, tmp_path):
+def test_a_syntax_error_is_located_here_by_parsing_and_said_once(course, judge, tmp_path):
     source = "import torch\n\n\ndef softmax(x, dim=-1):\n    return (x\n\n\nvalue = 'unused'\n"
-    result = _grade(Judge(course, sandbox), course.exercise("01"), source, tmp_path)
+    result = _grade(judge, course.exercise("01"), source, tmp_path)
     line, column = 5, 12  # Python's parser, run here: the unclosed parenthesis
     try:
         compile(source, "softmax.py", "exec")
@@ -126,9 +123,9 @@ def test_a_syntax_error_is_located_here_by_parsing_and_said_once(course, sandbox
     assert {v.kind for v in result.verdicts} == {"not_run"}
 
 
-def test_a_missing_name_is_found_in_the_source_and_named_from_the_stub(course, sandbox, tmp_path):
+def test_a_missing_name_is_found_in_the_source_and_named_from_the_stub(course, judge, tmp_path):
     source = "import torch\n\n\ndef softmx(x, dim=-1):\n    return x.exp() / x.exp().sum(dim, keepdim=True)\n"
-    result = _grade(Judge(course, sandbox), course.exercise("01"), source, tmp_path)
+    result = _grade(judge, course.exercise("01"), source, tmp_path)
     assert "softmax.py defines no 'softmax' at its top level" in result.reason
     assert all(v.kind == "missing_name" and not v.pitfalls for v in _failed(result).values()
                if v.kind != "requires")
@@ -146,19 +143,18 @@ def test_a_timeout_says_the_course_limit_once_and_names_no_probe(course, tmp_pat
     assert {v.kind for v in result.verdicts} == {"not_run"}
 
 
-def test_running_out_of_memory_names_the_course_limit_not_pytorch(course, sandbox, tmp_path):
+def test_running_out_of_memory_names_the_course_limit_not_pytorch(course, judge, tmp_path):
     source = "import torch\n\n\ndef softmax(x, dim=-1):\n    return torch.empty(1 << 40, dtype=torch.float64)\n"
-    result = _grade(Judge(course, sandbox), course.exercise("01"), source, tmp_path)
+    result = _grade(judge, course.exercise("01"), source, tmp_path)
     memory_mb = course.grading.memory_mb
     assert f"used more than {memory_mb} MiB, the course's memory limit" in result.reason
     assert "DefaultCPUAllocator" not in _student_facing(result) and "allocate" not in _student_facing(result)
     assert _failed(result)["01-random-shapes"].reason == f"used more than {memory_mb} MiB, the course's memory limit"
 
 
-def test_shape_errors_give_shapes_as_symbols_and_raised_ones_their_kind(course, sandbox, tmp_path):
+def test_shape_errors_give_shapes_as_symbols_and_raised_ones_their_kind(course, judge, tmp_path):
     import re
 
-    judge = Judge(course, sandbox)
     wrong_shape = "import torch\n\n\ndef softmax(x, dim=-1):\n    return torch.softmax(x, dim).unsqueeze(0)\n"
     reason = _failed(_grade(judge, course.exercise("01"), wrong_shape, tmp_path / "a"))["01-random-shapes"].reason
     match = re.search(r"wrong shape: expected shape(?: of \w+)? \(([a-z, ]+)\), yours \(([a-z, ]+)\), "
@@ -183,14 +179,14 @@ def _two_mistakes_03() -> str:
     return source
 
 
-def test_a_two_mistake_submission_gets_each_mistake_once_where_it_shows(course, sandbox, tmp_path):
+def test_a_two_mistake_submission_gets_each_mistake_once_where_it_shows(course, judge, tmp_path):
     """The before/after pair of issue 14: before, `missing-scale` was shown on
     nine checks and `mask-minus-1e9` never on the fully-blocked-row failure."""
     from grader.gradebook import Gradebook, Key
     from grader.report import write_html_report
 
     exercise = course.exercise("03")
-    result = _grade(Judge(course, sandbox), exercise, _two_mistakes_03(), tmp_path)
+    result = _grade(judge, exercise, _two_mistakes_03(), tmp_path)
     failed = _failed(result)
     assert "missing-scale" in failed["03-random-shapes"].confirmed  # no mask: only the scale differs
     blocked = failed["03-fully-blocked-rows"]

@@ -18,16 +18,9 @@ from pathlib import Path
 import pytest
 
 from grader.judge import ExerciseResult, Judge
-from grader.sandbox import Limits, Sandbox
 from grader.intake.submissions import assemble
 
 SUBMISSIONS = Path(__file__).parent / "observation"
-
-
-@pytest.fixture(scope="module")
-def judge(course):
-    with Sandbox(Limits(**course.grading.model_dump())) as box:
-        yield Judge(course, box)
 
 
 def _grade(judge: Judge, exercise_id: str, name: str, tmp_path: Path) -> ExerciseResult:

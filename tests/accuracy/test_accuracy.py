@@ -34,7 +34,6 @@ import yaml
 
 from grader.course import load_course
 from grader.judge import ExerciseResult, Judge
-from grader.sandbox import Limits, Sandbox
 from grader.intake.submissions import assemble
 
 CORPUS = Path(__file__).resolve().parent
@@ -106,19 +105,19 @@ def _param(entry: Entry):
 
 
 @pytest.fixture(scope="module")
-def graded(course, tmp_path_factory) -> dict[str, ExerciseResult]:
-    """Every entry's result, graded once, by one judge and one sandbox."""
+def graded(course, judge: Judge, tmp_path_factory) -> dict[str, ExerciseResult]:
+    """Every entry's result, graded once, by one judge and one sandbox
+    (conftest's session judge: references and variants already run by
+    other tests are not run again)."""
     work = tmp_path_factory.mktemp("accuracy")
 
-    def grade(judge: Judge, entry: Entry) -> ExerciseResult:
+    def grade(entry: Entry) -> ExerciseResult:
         exercise = course.exercise(entry.exercise_id)
         folder = assemble(exercise, entry.path.read_bytes(), work / "submissions" / entry.name, course)
         return judge.grade(exercise, folder, work / "judge")
 
-    with Sandbox(Limits(**course.grading.model_dump())) as sandbox:
-        judge = Judge(course, sandbox)
-        with ThreadPoolExecutor(max_workers=JOBS) as pool:
-            results = list(pool.map(lambda entry: grade(judge, entry), ENTRIES))
+    with ThreadPoolExecutor(max_workers=JOBS) as pool:
+        results = list(pool.map(grade, ENTRIES))
     return {entry.name: result for entry, result in zip(ENTRIES, results)}
 
 
