@@ -270,8 +270,8 @@ class Judge:
         matches) whose variant fails with the same signature, i.e. the same
         check and the same kind of failure: wrong values, NaN, wrong shape,
         the same exception; and whose variant passes every check in
-        ``passed`` (the checks the submission passes): a mistake that would
-        have failed one of them is not the submission's. At most
+        ``passed`` (the checks the submission passes) that declares it: a
+        mistake that would have failed one of them is not the submission's. At most
         :data:`MAX_POSSIBLE`."""
         variants = self.variant_results(exercise, workdir)
         confirmed = [pitfall_id for pitfall_id, variant in variants.items()
@@ -299,12 +299,17 @@ class Judge:
 
     def _consistent(self, exercise: Exercise, pitfall_id: str, variant: RunResult, expected: RunResult,
                     passed: set[str]) -> bool:
-        """Whether the pitfall's variant passes every check the submission
-        passes. A context-only bug whose scores and weights are right is not
-        offered the scores' and weights' pitfalls: their variants fail those
-        checks. (Each variant's failure per check is computed once.)"""
+        """Whether the pitfall's variant passes every check that the
+        submission passes and that declares the pitfall (the instructor's
+        list of where the mistake shows). A context-only bug whose scores and
+        weights are right is not offered the weights' pitfalls: their
+        variants fail the weights checks, which declare them. A check that
+        does not declare the pitfall says nothing about it (a wrong-dim
+        softmax that happens to be right on the last dim is still a wrong
+        dim). (Each variant's failure per check is computed once.)"""
         return all(self._variant_failure(exercise, other, pitfall_id, variant, expected) is None
-                   for other in self.plan(exercise).checks if other.id in passed)
+                   for other in self.plan(exercise).checks
+                   if other.id in passed and pitfall_id in other.pitfalls)
 
     def _missing_names(self, exercise: Exercise, source: bytes | None) -> list[str]:
         """The stub's public names that the submission does not define

@@ -1,7 +1,7 @@
 #: expect: loses
 #: fails: [07-pe-buffer]
-#: hint: [mask-not-buffer]
-#: about: pe registered with persistent=False: not saved in state_dict, which the README asks for
+#: not_hint: [mask-not-buffer]
+#: about: pe registered with persistent=False: not saved in state_dict, which the README asks for; the check's own words name state_dict, and the register_buffer hint is not offered: pe IS a registered buffer that moves with .to() (mask-not-buffer's variant fails 07-moves-with-module, which this passes)
 """Exercise 07, a submission: sinusoidal positional encoding."""
 import math
 
