@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from coursekit.probes.modules import (hidden_list_modules, load_weights, own_named_parameters, train_eval_outputs,
                                       walk_modules)
 from coursekit.probes.placement import forward_placement
+from coursekit.probes import warm
 
 Weights = dict[str, torch.Tensor]
 
@@ -367,3 +368,6 @@ def placement(module: ModuleType, config: dict, idx: torch.Tensor) -> dict:
     CPU in ``forward``."""
     found = forward_placement(module, "GPT", config, [idx])
     return {**found, "hidden_lists": hidden_list_modules(build(module, "GPT", config))}
+
+
+warm.optimizers()  # its calls step optimisers: paid in the server, before a child (see warm)

@@ -57,6 +57,10 @@ class SamplingWatch(_MODE_BASE):
         self.quantiles = quantiles
         self.probs: list[torch.Tensor] = []
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return False  # no torch._dynamo import on first use (see dispatch._Recorder)
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if func.overloadpacket is not _MULTINOMIAL:
             return func(*args, **(kwargs or {}))

@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from coursekit.probes import warm
+from coursekit.probes.corpus import VOCAB, decode, splits
 from coursekit.probes.modules import own_named_parameters
 
 
@@ -246,8 +248,6 @@ def learns_text(module: ModuleType, gpt_module: ModuleType, seed: int = 0) -> di
     ``generate`` from the first characters of the held-out text; and the
     probe's own measure of the held-out loss after training
     (:func:`heldout_loss`), which does not rely on the submission's batches."""
-    from coursekit.probes.corpus import VOCAB, decode, splits
-
     train_data, val_data = splits()
     gen = torch.Generator().manual_seed(seed)
     threads = torch.get_num_threads()
@@ -271,3 +271,6 @@ def learns_text(module: ModuleType, gpt_module: ModuleType, seed: int = 0) -> di
         torch.set_num_threads(threads)
     return {"history": history, "initial": initial, "heldout": heldout, "seconds": seconds,
             "prompt": decode(prompt[0]), "sample": decode(sample[0, prompt.size(1):])}
+
+
+warm.optimizers()  # its calls step optimisers: paid in the server, before a child (see warm)

@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from grader.sandbox import policy, prestart, runstate, seccomp, syscalls, wire
-from grader.sandbox.requests import CallFrames, batch_sizes
+from grader.sandbox.requests import CallFrames, batch_sizes, probe_modules
 from grader.sandbox.model import CallResult, Limits, ProbeCall, RunResult
 from grader.sandbox.runstate import RunState
 
@@ -282,6 +282,7 @@ class Sandbox:
                 raise ValueError(f"probe kwargs must be plain data: {exc}") from None
         # Sent a batch at a time once the child has imported the module (RunState.pump).
         call_frames = self._frames.batches(calls, batch_sizes(len(calls), batches))
+        probes = probe_modules(calls)
         self._server()
         started = time.monotonic()  # the wall clock starts once the fork-server is up
         oom_kills = runstate.oom_kill_count()
@@ -303,7 +304,8 @@ class Sandbox:
                 scratch.mkdir()
                 if os.geteuid() == 0:
                     os.chown(scratch, self._uid, self._gid)
-                spec = {"module_dir": str(folder), "module_name": module_name, "scratch": str(scratch)}
+                spec = {"module_dir": str(folder), "module_name": module_name, "scratch": str(scratch),
+                        "probes": probes}
                 reply = self._request(run_id, {"op": "run", "id": run_id, "spec": spec}, child_ends)
                 if reply.get("op") != "dead":
                     break

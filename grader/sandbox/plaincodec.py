@@ -122,18 +122,22 @@ def _encode_tensor(v: torch.Tensor, out: list[bytes]) -> None:
 def decode(data: bytes, *, max_items: int = 1_000_000) -> Any:
     """The value ``data`` encodes; CodecError when it encodes nothing plain,
     has bytes left over, or holds more than ``max_items`` container items."""
-    reader = _Reader(memoryview(data), max_items)
+    reader = _Reader(bytes(data), max_items)
     value = reader.value(0)
     if reader.pos != len(data):
         raise CodecError(f"{len(data) - reader.pos} byte(s) after the value")
     return value
 
 
+# Tags as byte values: the reader compares ints, without a bytes object per value.
+_N, _T, _F, _I, _FL, _C, _S, _L, _TU, _D, _Y, _X = b"NTFifcsltdyx"
+
+
 class _Reader:
-    def __init__(self, data: memoryview, max_items: int) -> None:
+    def __init__(self, data: bytes, max_items: int) -> None:
         self.data, self.pos, self.items = data, 0, max_items
 
-    def take(self, n: int) -> memoryview:
+    def take(self, n: int) -> bytes:
         end = self.pos + n
         if n < 0 or end > len(self.data):
             raise CodecError("truncated")
@@ -142,7 +146,12 @@ class _Reader:
         return chunk
 
     def unpack(self, fmt: struct.Struct) -> Any:
-        return fmt.unpack(self.take(fmt.size))
+        end = self.pos + fmt.size
+        if end > len(self.data):
+            raise CodecError("truncated")
+        values = fmt.unpack_from(self.data, self.pos)
+        self.pos = end
+        return values
 
     def count(self) -> int:
         (n,) = self.unpack(_U32)
@@ -153,56 +162,72 @@ class _Reader:
 
     def dtype(self) -> torch.dtype:
         (n,) = self.unpack(_U8)
-        dtype = DTYPES.get(bytes(self.take(n)).decode("ascii", "replace"))
+        dtype = DTYPES.get(self.take(n).decode("ascii", "replace"))
         if dtype is None:
             raise CodecError("unknown dtype")
         return dtype
 
+    def text(self) -> str:
+        data, start = self.data, self.pos + 4
+        if start > len(data):
+            raise CodecError("truncated")
+        end = start + _U32.unpack_from(data, self.pos)[0]
+        if end > len(data):
+            raise CodecError("truncated")
+        self.pos = end
+        try:
+            return data[start:end].decode("utf-8", "surrogatepass")
+        except UnicodeDecodeError:
+            raise CodecError("not UTF-8") from None
+
     def value(self, depth: int) -> Any:
         if depth > MAX_DEPTH:
             raise CodecError(f"nested deeper than {MAX_DEPTH}")
-        tag = bytes(self.take(1))
-        if tag == b"N":
+        if self.pos >= len(self.data):
+            raise CodecError("truncated")
+        tag = self.data[self.pos]
+        self.pos += 1
+        if tag == _S:  # the commonest first: names, keys
+            return self.text()
+        if tag == _L or tag == _TU:
+            items = [self.value(depth + 1) for _ in range(self.count())]
+            return items if tag == _L else tuple(items)
+        if tag == _D:
+            result = {}
+            for _ in range(self.count()):
+                if self.pos < len(self.data) and self.data[self.pos] == _S:
+                    self.pos += 1
+                    key = self.text()
+                else:
+                    key = self.value(depth + 1)
+                    if type(key) is not str:
+                        raise CodecError("a dict key that is not a str")
+                result[key] = self.value(depth + 1)
+            return result
+        if tag == _N:
             return None
-        if tag == b"T":
+        if tag == _T:
             return True
-        if tag == b"F":
+        if tag == _F:
             return False
-        if tag == b"i":
+        if tag == _I:
             (n,) = self.unpack(_U32)
             if n > MAX_INT_DIGITS:
                 raise CodecError("an int too long")
             try:
-                return int(bytes(self.take(n)).decode("ascii"))
-            except ValueError:
+                return int(self.take(n).decode("ascii"))
+            except (ValueError, UnicodeDecodeError):
                 raise CodecError("not an int") from None
-        if tag == b"f":
+        if tag == _FL:
             return self.unpack(_F64)[0]
-        if tag == b"c":
+        if tag == _C:
             real, imag = self.unpack(_C128)
             return complex(real, imag)
-        if tag == b"s":
-            (n,) = self.unpack(_U32)
-            try:
-                return bytes(self.take(n)).decode("utf-8", "surrogatepass")
-            except UnicodeDecodeError:
-                raise CodecError("not UTF-8") from None
-        if tag in (b"l", b"t"):
-            items = [self.value(depth + 1) for _ in range(self.count())]
-            return items if tag == b"l" else tuple(items)
-        if tag == b"d":
-            result = {}
-            for _ in range(self.count()):
-                key = self.value(depth + 1)
-                if type(key) is not str:
-                    raise CodecError("a dict key that is not a str")
-                result[key] = self.value(depth + 1)
-            return result
-        if tag == b"y":
+        if tag == _Y:
             return self.dtype()
-        if tag == b"x":
+        if tag == _X:
             return self.tensor()
-        raise CodecError(f"unknown tag {tag!r}")
+        raise CodecError(f"unknown tag {bytes([tag])!r}")
 
     def tensor(self) -> torch.Tensor:
         dtype = self.dtype()
@@ -218,7 +243,8 @@ class _Reader:
             raise CodecError("truncated tensor")
         if numel == 0:
             return torch.empty(shape, dtype=dtype)
-        raw = bytearray(self.take(size))  # a copy we own: the tensor must not alias the frame
+        raw = bytearray(memoryview(self.data)[self.pos:self.pos + size])  # one copy we own: no alias of the frame
+        self.pos += size
         if dtype is torch.bool:  # any byte but 0 or 1 would be a bool torch never makes
             return (torch.frombuffer(raw, dtype=torch.uint8) != 0).reshape(shape)
         return torch.frombuffer(raw, dtype=dtype).reshape(shape)

@@ -55,3 +55,20 @@ def batch_sizes(n_calls: int, batches: Sequence[int] | None) -> list[int]:
     if any(type(size) is not int or size < 1 for size in sizes) or sum(sizes) != n_calls:
         raise ValueError(f"batches must be positive counts adding up to the {n_calls} calls, not {sizes}")
     return sizes
+
+
+PROBE_PACKAGE = "coursekit.probes."
+
+
+def probe_modules(calls: Sequence[ProbeCall]) -> list[str]:
+    """The probe library's modules the calls name: each call's probe, and
+    the probe a recording probe runs (its ``probe`` argument). The
+    fork-server imports these before it forks the run's child, so the
+    confined child imports nothing of the library itself, and a server that
+    grades exercise 01 never pays for the meta-device kernels 05 needs."""
+    names = set()
+    for call in calls:
+        for probe in (call.probe, call.kwargs.get("probe")):
+            if isinstance(probe, str) and probe.startswith(PROBE_PACKAGE):
+                names.add(probe.partition(":")[0])
+    return sorted(names)

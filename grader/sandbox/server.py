@@ -2,7 +2,8 @@
 
 Started by exec'ing a fresh interpreter with a scrubbed environment, so
 nothing of the grader (hidden checks, references, open files) is in its
-memory or fds. It imports torch and the probe library once, warms up under
+memory or fds. It imports torch once, and each probe module the first time
+a run names one (``spec["probes"]``, before that run's child is forked), warms up under
 ``torch.set_num_threads(1)`` (libgomp's thread pool is not fork-safe:
 a parent that ran a parallel op makes children hang, research §6), then
 forks one child per run.
@@ -25,7 +26,6 @@ import argparse
 import gc
 import json
 import os
-import pkgutil
 import select
 import signal
 import socket
@@ -34,42 +34,72 @@ import time
 
 
 def warm_up() -> dict:
-    """Import and exercise what children will use, so they need no lazy
-    imports (and no lazy thread pools) after confinement."""
+    """Import and exercise what every child uses (torch, the module loader,
+    the dispatcher recorder), so children need no lazy imports (and no lazy
+    thread pools) after confinement. The probe modules a run names come
+    later, before its child is forked (:func:`load_probes`)."""
     started = time.perf_counter()
-    import importlib
-
     import torch
     from torch import nn
 
     import coursekit.loader  # noqa: F401 - children use it
-    import coursekit.probes
+    from coursekit.probes import dispatch
     from grader.sandbox import child, wire  # noqa: F401 - children use it
 
     torch.set_num_threads(1)
-    for info in pkgutil.iter_modules(coursekit.probes.__path__, "coursekit.probes."):
-        importlib.import_module(info.name)
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Dropout(0.1), nn.LayerNorm(8), nn.Linear(8, 2))
     x = torch.randn(4, 8)
-    for opt in (torch.optim.SGD(model.parameters(), lr=0.1), torch.optim.Adam(model.parameters())):
-        loss = nn.functional.cross_entropy(model(x), torch.tensor([0, 1, 0, 1]))
-        loss = loss + torch.softmax(x @ x.T / 8**0.5, dim=-1).sum() * 0
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
+    # Forward and backward; no optimiser step: its first use imports
+    # torch._dynamo (~1 s), paid by the probe modules whose calls step one.
+    loss = nn.functional.cross_entropy(model(x), torch.tensor([0, 1, 0, 1]))
+    (loss + torch.softmax(x @ x.T / 8**0.5, dim=-1).sum() * 0).backward()
+    # Both observers' first use (the profiler's set-up, the mode's stack) is
+    # paid here, not in each child's first recorded call.
+    for python_dispatch in (True, False):
+        with dispatch.recording(python_dispatch=python_dispatch):
+            dispatch.canary(None)
     wire.loads(wire.dumps({"x": x, "d": torch.float32, "t": (1, 2.0, "s", None, [True])}))
     torch.testing.assert_close(x, x.clone())
-    # Move every object to the permanent generation: a garbage collection in
-    # a child would otherwise touch (and copy-on-write) the whole heap, which
-    # measured 650 ms and 18k page faults per child here.
-    gc.collect()
-    gc.freeze()
+    _freeze()
     status = open("/proc/self/status").read()
     vm_kb = int(status.split("VmSize:")[1].split()[0]) if "VmSize:" in status else 0
     return {"torch": torch.__version__, "python": sys.version.split()[0], "warmup_s": time.perf_counter() - started,
             "vm_mb": vm_kb >> 10, "pid": os.getpid(), "euid": os.geteuid(), "sys_path": sys.path,
             "executable": sys.executable}
+
+
+def _freeze() -> None:
+    """Move every object to the permanent generation: a garbage collection
+    in a child would otherwise touch (and copy-on-write) the whole heap,
+    which measured 650 ms and 18k page faults per child here."""
+    gc.collect()
+    gc.freeze()
+
+
+def load_probes(names: object) -> bool:
+    """Import the probe modules a run names that this server has not yet
+    imported (a module's import may warm up what it needs: the placement
+    probe loads the meta-device kernels, ~1 s, once per server). Whether
+    anything new was imported: the spare forked before it lacks it. Names
+    outside the probe library are ignored; a module that fails to import is
+    left for the child to report, as its call's error."""
+    import importlib
+
+    from grader.sandbox.requests import PROBE_PACKAGE
+
+    if not isinstance(names, list):
+        return False
+    new = [n for n in names if isinstance(n, str) and n.startswith(PROBE_PACKAGE) and n not in sys.modules
+           and all(part.isidentifier() for part in n.split("."))]
+    for name in new:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the child's own import of it raises the same, per call
+            pass
+    if new:
+        _freeze()
+    return bool(new)
 
 
 class _Spares:
@@ -137,6 +167,9 @@ def serve(ctl: socket.socket) -> None:
             spares.config = message["config"]
             spares.refill()
         elif message["op"] == "run":
+            if load_probes(message["spec"].get("probes")):
+                old = spares.discard()
+                released += [old] if old else []
             try:
                 pid = _hand_over(spares, message["spec"], fds, released)
             except OSError as exc:

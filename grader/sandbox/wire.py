@@ -32,7 +32,7 @@ MAX_DEPTH = 32
 MAX_ITEMS = 1_000_000              # containers' elements, summed over a value
 NO_VALUE = object()
 
-_SCALARS = (int, float, bool, str, complex, type(None))
+_SCALARS = frozenset((int, float, bool, str, complex, type(None)))
 
 
 class ProtocolError(Exception):
@@ -139,7 +139,7 @@ class FrameReader:
 # -- decoding and validation (grader side) ----------------------------------
 
 def loads(payload: bytes) -> Any:
-    """Decode a payload from an untrusted child: restricted unpickling, then
+    """Decode a payload from an untrusted child (:mod:`plaincodec`), then
     :func:`validate`. Raises ProtocolError for anything else."""
     try:
         value = plaincodec.decode(payload, max_items=MAX_ITEMS)
@@ -157,33 +157,47 @@ def validate(value: Any, max_depth: int = MAX_DEPTH, max_items: int = MAX_ITEMS,
     dict-with-str-keys of those, nested at most ``max_depth`` deep."""
     budget = [max_items]
 
-    def check(v: Any, depth: int, where: str) -> None:
+    def check(v: Any, depth: int, where: tuple) -> None:
+        # ``where`` is (parent's where, key), formatted only for an error:
+        # a string per item cost more than the check itself.
         if depth > max_depth:
-            raise ProtocolError(f"{where}: nested deeper than {max_depth}")
+            raise ProtocolError(f"{_where(where)}: nested deeper than {max_depth}")
         t = type(v)
         if t in _SCALARS or t is torch.dtype:
             return
         if t is torch.Tensor:
-            _check_tensor(v, where, max_bytes)
+            _check_tensor(v, _where(where), max_bytes)
             return
         if t is list or t is tuple or t is dict:
             budget[0] -= len(v)
             if budget[0] < 0:
-                raise ProtocolError(f"{where}: more than {max_items} items")
+                raise ProtocolError(f"{_where(where)}: more than {max_items} items")
             if t is dict:
                 for k, item in v.items():
                     if type(k) is not str:
-                        raise ProtocolError(f"{where}: dict key of type {type(k).__name__}, not str")
-                    check(item, depth + 1, f"{where}[{k[:40]!r}]")
+                        raise ProtocolError(f"{_where(where)}: dict key of type {type(k).__name__}, not str")
+                    if type(item) not in _SCALARS:
+                        check(item, depth + 1, (where, repr(k[:40])))
             else:
                 for n, item in enumerate(v):
-                    check(item, depth + 1, f"{where}[{n}]")
+                    if type(item) not in _SCALARS:
+                        check(item, depth + 1, (where, n))
             return
         if isinstance(v, torch.Tensor):
-            raise ProtocolError(f"{where}: a {t.__name__} (a torch.Tensor subclass); only plain tensors may come back")
-        raise ProtocolError(f"{where}: a {t.__module__}.{t.__qualname__} is not plain data")
+            raise ProtocolError(f"{_where(where)}: a {t.__name__} (a torch.Tensor subclass); "
+                                "only plain tensors may come back")
+        raise ProtocolError(f"{_where(where)}: a {t.__module__}.{t.__qualname__} is not plain data")
 
-    check(value, 0, "value")
+    check(value, 0, ())
+
+
+def _where(path: tuple) -> str:
+    """``value[0]['x']`` from the (parent, key) chain :func:`validate` keeps."""
+    keys = []
+    while path:
+        path, key = path
+        keys.append(f"[{key}]")
+    return "value" + "".join(reversed(keys))
 
 
 def _check_tensor(t: torch.Tensor, where: str, max_bytes: int) -> None:

@@ -70,10 +70,15 @@ def run_watch(folder: Path | None, *, exchange: Path | None, nbgrader_course: st
                 tempfile.TemporaryDirectory(prefix="watch-") as workdir:
             state = WatchState(db)
             judge = Judge(course, sandbox, root)
-            # Warm: the references before the first student waits for them (the
-            # pitfall variants run on the first failure that needs them, once).
-            for exercise in {e.id: e for e in watched}.values():
+            # Warm: the references and the pitfall variants, before the first
+            # student waits for them (a failing submission is compared with
+            # every variant: for 11, whose variants each train a copy task,
+            # that was ~15 s on the first failure).
+            warm = list({e.id: e for e in watched}.values())
+            err.write(f"watch: running the references and pitfall variants of {len(warm)} exercise(s) first\n")
+            for exercise in warm:
                 judge.expected(exercise, Path(workdir) / "judge")
+                judge.variant_results(exercise, Path(workdir) / "judge")
             names = [str(folder)] if folder is not None else []
             names += [f"{exchange}/{course_id}/inbound"] if exchange is not None else []
             err.write(f"watching {' and '.join(names)}; {options.per_hour} graded submission(s) per student "
