@@ -23,7 +23,7 @@ cd "$(dirname "$0")/.."
 # tests/redteam/ through `grader grade` end to end; intake and hostile exam
 # files with modes a non-root grader cannot read (redteam/intake/,
 # hardening/), one exam class through `grader exam grade`.
-TESTS=(tests/test_sandbox.py tests/test_sandbox_redteam.py tests/test_sandbox_trust.py
+TESTS=(tests/test_sandbox.py tests/test_sandbox_redteam.py tests/test_sandbox_trust.py tests/test_sandbox_probe_loading.py
        tests/test_sandbox_seccomp.py tests/redteam
        tests/hardening/test_hostile_notebooks.py tests/hardening/test_exam_hostile.py
        tests/hardening/test_exam_class_run.py)

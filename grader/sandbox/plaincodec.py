@@ -84,7 +84,11 @@ def _encode(v: Any, out: list[bytes], depth: int) -> None:
     elif t is list or t is tuple:
         out += [b"l" if t is list else b"t", _U32.pack(len(v))]
         for item in v:
-            _encode(item, out, depth + 1)
+            if type(item) is str:  # inline: lists of names are most of what a recorded call returns
+                data = item.encode("utf-8", "surrogatepass")
+                out += [b"s", _U32.pack(len(data)), data]
+            else:
+                _encode(item, out, depth + 1)
     elif t is dict:
         out += [b"d", _U32.pack(len(v))]
         for key, item in v.items():

@@ -60,7 +60,6 @@ def warm_up() -> dict:
         with dispatch.recording(python_dispatch=python_dispatch):
             dispatch.canary(None)
     wire.loads(wire.dumps({"x": x, "d": torch.float32, "t": (1, 2.0, "s", None, [True])}))
-    torch.testing.assert_close(x, x.clone())
     _freeze()
     status = open("/proc/self/status").read()
     vm_kb = int(status.split("VmSize:")[1].split()[0]) if "VmSize:" in status else 0
@@ -72,8 +71,9 @@ def warm_up() -> dict:
 def _freeze() -> None:
     """Move every object to the permanent generation: a garbage collection
     in a child would otherwise touch (and copy-on-write) the whole heap,
-    which measured 650 ms and 18k page faults per child here."""
-    gc.collect()
+    which measured 650 ms and 18k page faults per child here. (No
+    collection first: it cost 85 ms of the start-up, to free a little
+    memory the server would keep anyway.)"""
     gc.freeze()
 
 

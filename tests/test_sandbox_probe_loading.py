@@ -1,0 +1,71 @@
+"""The fork-server imports a probe module the first time a run names it,
+before it forks that run's child (grader.sandbox.server.load_probes): the
+confined child finds it imported, and a server that has only run
+exercise 01's probes has not paid for what 05's device checks need
+(torch._dynamo, imported by the meta-device kernels and optimisers)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from grader.sandbox import Limits, ProbeCall, Sandbox
+from grader.sandbox.requests import probe_modules
+
+LIMITS = Limits(timeout_s=60, cpu_s=30, memory_mb=2048, output_limit_kb=16, threads=1)
+# What the child's module reports: which of these were imported before it was.
+LOADED_AT_IMPORT = """
+import sys
+BEFORE = {name: name in sys.modules for name in
+          ("torch._dynamo", "coursekit.probes.softmax", "coursekit.probes.placement", "coursekit.probes.dispatch")}
+def before():
+    return BEFORE
+"""
+
+
+def _report(name: str = "before") -> ProbeCall:
+    return ProbeCall("coursekit.probes.sandbox_selftest:call", {"name": name})
+
+
+def test_probe_modules_are_each_call_s_probe_and_the_probe_a_recording_runs():
+    calls = [ProbeCall("coursekit.probes.softmax:softmax_output", {"x": 1}),
+             ProbeCall("coursekit.probes.dispatch:recorded_call",
+                       {"probe": "coursekit.probes.masking:masked_scores", "kwargs": {}}),
+             ProbeCall("coursekit.probes.softmax:softmax_gradient", {"probe": 3}),
+             ProbeCall("coursekit.probes.softmax:softmax_output", {"probe": "os:system"})]
+    assert probe_modules(calls) == ["coursekit.probes.dispatch", "coursekit.probes.masking",
+                                    "coursekit.probes.softmax"]
+
+
+@pytest.fixture()
+def sandbox():
+    with Sandbox(LIMITS) as box:  # a fresh server: what it has imported depends on its runs alone
+        yield box
+
+
+def _module(tmp_path: Path) -> Path:
+    folder = tmp_path / "submission"
+    folder.mkdir()
+    (folder / "submission.py").write_text(LOADED_AT_IMPORT)
+    return folder
+
+
+def test_a_run_finds_the_probe_modules_it_names_already_imported_and_nothing_heavy_else(sandbox, tmp_path):
+    folder = _module(tmp_path)
+    softmax = ProbeCall("coursekit.probes.softmax:softmax_output", {"x": [1.0]})
+    run = sandbox.run(folder, "submission", [softmax, _report()], batches=[1, 1])
+    assert run.status == "ok", run.reason
+    seen = run.calls[1].value
+    assert seen["coursekit.probes.softmax"] and seen["coursekit.probes.dispatch"]
+    assert not seen["coursekit.probes.placement"] and not seen["torch._dynamo"]
+
+
+def test_a_later_run_naming_a_heavy_probe_gets_a_child_forked_after_its_import(sandbox, tmp_path):
+    folder = _module(tmp_path)
+    assert sandbox.run(folder, "submission", [_report()]).status == "ok"  # a spare forked before
+    placement = ProbeCall("coursekit.probes.placement:forward_placement",
+                          {"cls": "Missing", "config": {}, "args": []})
+    run = sandbox.run(folder, "submission", [placement, _report()], batches=[1, 1])
+    assert run.status == "ok", run.reason
+    seen = run.calls[1].value
+    assert seen["coursekit.probes.placement"] and seen["torch._dynamo"]
