@@ -55,6 +55,27 @@ def test_independent_correct_solutions_are_not_flagged(course):
     assert report.compared == ["independent", "reference"] and report.pairs == []
 
 
+def test_students_with_the_same_bytes_share_one_comparison_and_get_every_pair(course):
+    """Each distinct text is compared once; the report is what comparing
+    every pair of students one by one gives (copydetect's numbers)."""
+    from grader.report.similarity import _fingerprint, boilerplate_hashes, compare_files
+
+    exercise = course.exercise("06")
+    original = _reference("06_multihead", "multihead.py")
+    longer = original + "\n\ndef helper(x):\n    total = 0\n    for v in x:\n        total += v * v\n    return total\n"
+    sources = {"d": original, "a": renamed(original), "c": original, "b": longer, "e": renamed(original)}
+    report = similar_pairs("06", sources, given_code(exercise), threshold=0.0)
+    given = boilerplate_hashes(given_code(exercise))
+    one_by_one = {}
+    for first, second in [("a", "b"), ("a", "c"), ("a", "d"), ("a", "e"), ("b", "c"), ("b", "d"), ("b", "e"),
+                          ("c", "d"), ("c", "e"), ("d", "e")]:
+        _, covered, _ = compare_files(_fingerprint(sources[first], given), _fingerprint(sources[second], given))
+        one_by_one[(first, second)] = (float(covered[0]), float(covered[1]))
+    assert {(p.first, p.second): (p.first_covered, p.second_covered) for p in report.pairs} == one_by_one
+    assert report.compared == ["a", "b", "c", "d", "e"]
+    assert one_by_one[("a", "b")][0] != one_by_one[("a", "b")][1]  # the order of a pair's shares matters here
+
+
 def test_the_stub_and_shipped_code_are_boilerplate(course):
     exercise = course.exercise("06")
     stub = (REPO_ROOT / "exercises" / "06_multihead" / "multihead.py").read_text()
@@ -86,3 +107,12 @@ def test_cli_refuses_careless_options(tmp_path, args):
     done = subprocess.run([sys.executable, "-m", "grader", "similarity", str(tmp_path / "class"), *args],
                           cwd=REPO_ROOT, capture_output=True, text=True)
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+
+
+def test_similarity_does_not_import_pyplot_and_leaves_the_real_one_importable():
+    """copydetect imports matplotlib.pyplot for a report of its own (0.2-0.5 s
+    of every `grader grade`); the similarity section never needs it."""
+    code = ("import sys; import grader.report.similarity; assert 'matplotlib.pyplot' not in sys.modules; "
+            "import matplotlib.pyplot as plt; assert hasattr(plt, 'figure'); print('ok')")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True)
+    assert done.stdout.strip() == "ok", done.stderr
