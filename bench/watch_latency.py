@@ -129,6 +129,7 @@ def main() -> None:
         try:
             line = watch.stderr.readline()  # "watching ..." once the references are computed
             if not line.startswith("watching"):
+                watch.kill()  # its stderr ends only when it does
                 raise SystemExit(f"grader watch did not start: {line}{watch.stderr.read()}")
             single_s = [submit_and_wait(s, w) for s, w in singles.items()]
             print(f"  (singles: {', '.join(f'{x:.2f}' for x in single_s)} s)", flush=True)

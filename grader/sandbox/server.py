@@ -92,14 +92,16 @@ def load_probes(names: object) -> bool:
         return False
     new = [n for n in names if isinstance(n, str) and n.startswith(PROBE_PACKAGE) and n not in sys.modules
            and all(part.isidentifier() for part in n.split("."))]
+    before = len(sys.modules)
     for name in new:
         try:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - the child's own import of it raises the same, per call
             pass
-    if new:
-        _freeze()
-    return bool(new)
+    if len(sys.modules) == before:  # nothing new (a module that keeps failing costs no fresh spare)
+        return False
+    _freeze()
+    return True
 
 
 class _Spares:

@@ -74,9 +74,7 @@ def run_watch(folder: Path | None, *, exchange: Path | None, nbgrader_course: st
             # student waits for them (a failing submission is compared with
             # every variant: for 11, whose variants each train a copy task,
             # that was ~15 s on the first failure).
-            warm = list({e.id: e for e in watched}.values())
-            err.write(f"watch: running the references and pitfall variants of {len(warm)} exercise(s) first\n")
-            for exercise in warm:
+            for exercise in {e.id: e for e in watched}.values():
                 judge.expected(exercise, Path(workdir) / "judge")
                 judge.variant_results(exercise, Path(workdir) / "judge")
             names = [str(folder)] if folder is not None else []
