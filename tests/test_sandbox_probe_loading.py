@@ -69,3 +69,18 @@ def test_a_later_run_naming_a_heavy_probe_gets_a_child_forked_after_its_import(s
     assert run.status == "ok", run.reason
     seen = run.calls[1].value
     assert seen["coursekit.probes.placement"] and seen["torch._dynamo"]
+
+
+def test_outside_the_server_a_probe_module_pays_nothing_at_import():
+    """A student's `pytest exercises/05` imports the placement probe; the
+    meta kernels' and optimisers' first-use cost (torch._dynamo, ~1 s)
+    comes only where a test needs them, or never (a stub's tests fail
+    first)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; import coursekit.probes.placement, coursekit.probes.training, coursekit.probes.gpt; "
+            "print('torch._dynamo' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1],
+                          capture_output=True, text=True)
+    assert done.stdout.strip() == "False", done.stderr
