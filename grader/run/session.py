@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import itertools
 import os
 import tempfile
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
@@ -65,6 +68,7 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
         return EXIT_BAD_INPUT
     limits = Limits.from_grading(course.grading, timeout_s=timeout, memory_mb=memory)
     root = course_path.resolve().parent
+    similarity = _similarity_beside_grading(course, exercises, submissions, root)
     try:
         with Gradebook(db) as gradebook, contextlib.ExitStack() as stack, \
                 tempfile.TemporaryDirectory(prefix="grade-") as workdir:
@@ -130,7 +134,7 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
         out.mkdir(parents=True, exist_ok=True)
         write_grades_csv(records, out / "grades.csv")
         write_results_json(records, out / "results.json")
-        similar = _similarity(course, exercises, submissions, root, run.submissions) if records else ([], "")
+        similar = similarity(run.submissions) if records else ([], "")
         index = write_html_report(course, records + exam_totals, out / "report", exam_stats=exams, similarity=similar)
     except OSError as exc:
         console.print(f"cannot write the reports to {out}: {exc.strerror} ({exc.filename})", markup=False)
@@ -141,14 +145,34 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
     return EXIT_OK
 
 
-def _similarity(course, exercises, submissions: Path, root: Path, found: list) -> tuple[list, str]:
-    """The report's similarity section. Without two hand-ins of one exercise
-    there is no pair to compare: copydetect (which imports matplotlib, ~0.5 s)
-    and a second read of the class are skipped, and the report says why."""
-    handed_in = [sum(1 for s in found if (part := s.exercises.get(e.id)) is not None and part.folder is not None)
-                 for e in exercises]
-    if max(handed_in, default=0) < 2:
-        return [], "similarity not computed: no exercise has two submissions to compare"
-    from grader.run.similarity import for_report
+def _similarity_beside_grading(course, exercises, submissions: Path,
+                               root: Path) -> Callable[[list], tuple[list, str]]:
+    """Start the report's similarity section in a thread now, while the
+    class is graded (it reads the submissions folder on its own, and mostly
+    runs while the grader waits: for the fork-server, the references, the
+    children), and return what gives it once grading is done. Without two
+    hand-ins of one exercise there is no pair to compare, and the report
+    says so."""
+    found: dict[str, tuple[list, str]] = {}
+    none = ([], "similarity not computed: no exercise has two submissions to compare")
+    with os.scandir(submissions) as entries:
+        if len(list(itertools.islice(entries, 2))) < 2:  # a class of one: no thread, no copydetect
+            return lambda graded: none
 
-    return for_report(course, exercises, submissions, root)
+    def compute() -> None:
+        from grader.run.similarity import for_report  # never raises
+
+        found["similarity"] = for_report(course, exercises, submissions, root)
+
+    thread = threading.Thread(target=compute, daemon=True, name="similarity")
+    thread.start()
+
+    def result(graded: list) -> tuple[list, str]:
+        handed_in = [sum(1 for s in graded if (part := s.exercises.get(e.id)) is not None and part.folder is not None)
+                     for e in exercises]
+        if max(handed_in, default=0) < 2:
+            return none
+        thread.join()
+        return found.get("similarity", ([], "similarity not computed: it stopped with an error"))
+
+    return result
