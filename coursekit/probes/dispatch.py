@@ -132,16 +132,17 @@ def _resolve(probe: str):
     return getattr(importlib.import_module(module_name), function)
 
 
-def recorded(module: ModuleType, probe: str, cases: list[dict]) -> dict:
+def recorded(module: ModuleType, probe: str, cases: list[dict], python_dispatch: bool = True) -> dict:
     """Run ``probe`` (another probe of this library) on ``module`` once per
-    kwargs in ``cases``, all under one :func:`recording`; return what was
-    recorded, and how many cases raised (``"raised"``). A case that raises
+    kwargs in ``cases``, all under one :func:`recording` (with or without
+    the dispatch mode: ``python_dispatch``); return what was recorded, and
+    how many cases raised (``"raised"``). A case that raises
     does not stop the others: what is judged here is which kernels ran, and
     another check judges the errors. A stub's NotImplementedError
     propagates: a stub has run nothing worth recording."""
     inner = _resolve(probe)
     raised = 0
-    with recording() as found:
+    with recording(python_dispatch=python_dispatch) as found:
         for kwargs in cases:
             try:
                 inner(module, **kwargs)

@@ -30,11 +30,11 @@ from grader.sandbox import ProbeCall
 RECORDED = "coursekit.probes.dispatch:recorded"
 RECORDED_CALL = "coursekit.probes.dispatch:recorded_call"
 CANARY = "coursekit.probes.dispatch:canary"
-# Cases per probe that the no-forbidden-calls check records with both
-# observers. Every call of the exercise's other checks is already recorded
-# (profiler) where it runs, so none runs unseen; these cases are for the
-# second observer (the dispatch mode, whose Python hook on every operator
-# made 24 cases a quarter of an exercise-01 child's time) and the canary.
+# Cases per probe that the no-forbidden-calls check also records with the
+# second observer, the dispatch mode: its Python hook on every operator made
+# all 24 of 01's cases a quarter of a child's time. Every case is recorded
+# by the profiler, so the check still sees each one its source check runs
+# (and the checks that require it count nothing when one runs a built-in).
 _MODE_CASES = 2
 _FAMILY_WORDS = {SOFTMAX: "softmax", FUSED_ATTENTION: "fused attention (scaled_dot_product_attention)"}
 
@@ -150,10 +150,11 @@ def _recorded_calls(exercise_id: str, source_check: str) -> Callable[[torch.Gene
         (check,) = [c for c in checks if c.id == source_check]
         grouped: dict[str, list[dict]] = {}
         for call in map(unwrapped, check.calls(gen)):  # an observed() check's call: record what it wraps
-            cases = grouped.setdefault(call.probe, [])
-            if len(cases) < _MODE_CASES:
-                cases.append(call.kwargs)
-        return [*(ProbeCall(RECORDED, {"probe": probe, "cases": cases}) for probe, cases in grouped.items()),
+            grouped.setdefault(call.probe, []).append(call.kwargs)
+        return [*(ProbeCall(RECORDED, {"probe": probe, "cases": cases, "python_dispatch": False})
+                  for probe, cases in grouped.items()),
+                *(ProbeCall(RECORDED, {"probe": probe, "cases": cases[:_MODE_CASES]})
+                  for probe, cases in grouped.items()),
                 ProbeCall(RECORDED, {"probe": CANARY, "cases": [{}]})]
 
     return calls
