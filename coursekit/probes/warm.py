@@ -20,6 +20,7 @@ from torch import nn
 # where it is first needed, or never (a stub fails before any meta
 # operation: 05's stub run was 2 s over ``import torch``, 1 s of it this).
 _AT_IMPORT = False
+_DONE: set[str] = set()  # several probe modules ask for the same warm-up: it runs once
 
 
 def pay_at_import() -> None:
@@ -30,8 +31,9 @@ def pay_at_import() -> None:
 
 def meta_kernels() -> None:
     """Run a few operations on the ``meta`` device (loads the decompositions)."""
-    if not _AT_IMPORT:
+    if not _AT_IMPORT or "meta" in _DONE:
         return
+    _DONE.add("meta")
     with torch.random.fork_rng(devices=[]), torch.no_grad():
         layer = nn.Linear(2, 2).to("meta")
         nn.functional.layer_norm(layer(torch.zeros(1, 2, device="meta")).softmax(-1), (2,))
@@ -39,8 +41,9 @@ def meta_kernels() -> None:
 
 def optimizers() -> None:
     """A step of each optimiser the course's code uses (SGD, Adam, AdamW)."""
-    if not _AT_IMPORT:
+    if not _AT_IMPORT or "optimizers" in _DONE:
         return
+    _DONE.add("optimizers")
     with torch.random.fork_rng(devices=[]):
         _step_each_optimiser()
 

@@ -124,9 +124,7 @@ def similar_pairs(exercise: str, sources: Mapping[str, str], boilerplate: Iterab
                 itertools.product(group, by_text[second_text])
             for a, b in others:
                 first, second = sorted((a, b))
-                first_of = first_text if first in by_text[first_text] else second_text
-                second_of = second_text if first_of == first_text else first_text
-                pairs.append(SimilarPair(exercise, first, second, covered[first_of], covered[second_of]))
+                pairs.append(SimilarPair(exercise, first, second, covered[sources[first]], covered[sources[second]]))
     pairs.sort(key=lambda p: (-p.similarity, p.first, p.second))
     compared = sorted(student for text in prints for student in by_text[text])
     return SimilarityReport(exercise, pairs, compared, sorted(too_short))

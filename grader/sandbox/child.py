@@ -23,6 +23,7 @@ import sys
 import traceback
 
 from grader.sandbox import landlock, limits, namespaces, seccomp, syscalls, wire
+from grader.sandbox.requests import PROBE_PACKAGE
 
 REQUEST_FD, RESULT_FD = 3, 4
 
@@ -205,7 +206,7 @@ def _next_batch(i: int) -> list[tuple[str, dict]] | None:
 def _resolve(probe: str):
     """The probe function, or the exception that finding it raised."""
     module_name, _, name = probe.partition(":")
-    if not module_name.startswith("coursekit.probes."):
+    if not module_name.startswith(PROBE_PACKAGE):
         return ValueError(f"not a probe: {probe}")
     try:
         return getattr(importlib.import_module(module_name), name)
