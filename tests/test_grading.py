@@ -99,3 +99,18 @@ def test_the_sample_class_grades_as_the_readme_says(sample_class, tmp_path):
 def test_the_sample_class_grades_identically_twice(sample_class, tmp_path):
     """Hanging code, a zipped checkout and all, twice: the same gradebook."""
     assert _grade_sample(sample_class, tmp_path, "first") == _grade_sample(sample_class, tmp_path, "second")
+
+
+def test_grading_keeps_the_start_up_s_objects_out_of_the_collector_and_gives_them_back():
+    """Inside, the objects alive at the start are frozen (a full collection
+    does not walk torch's import graph); after, nothing stays frozen, so an
+    in-process caller (a test, a notebook) keeps its collector as it was."""
+    import gc
+
+    from grader.run.grading import settled_heap
+
+    before = gc.get_freeze_count()
+    with settled_heap():
+        inside = gc.get_freeze_count()
+    assert inside > before
+    assert gc.get_freeze_count() == before

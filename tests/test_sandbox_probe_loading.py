@@ -84,3 +84,45 @@ def test_outside_the_server_a_probe_module_pays_nothing_at_import():
     done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1],
                           capture_output=True, text=True)
     assert done.stdout.strip() == "False", done.stderr
+
+
+# A softmax written by hand, the usual way, recorded as the no-forbidden-calls
+# check records it; which operator objects the recording had to build.
+_BUILT_WHILE_RECORDING = """
+import sys
+import torch
+from coursekit.probes import warm
+from coursekit.probes.dispatch import recording
+
+torch.manual_seed(7)
+state = torch.random.get_rng_state()
+if sys.argv[1] == "warm":
+    warm.operators()
+assert torch.equal(torch.random.get_rng_state(), state), "the warm-up moved the global random state"
+assert torch.is_grad_enabled()
+built = []
+build = torch._C._get_operation_overload
+torch._C._get_operation_overload = lambda *args: (built.append(args[0]), build(*args))[1]
+x = torch.randn(3, 4, dtype=torch.float64).masked_fill(torch.eye(3, 4, dtype=torch.bool), float("-inf"))
+with recording():
+    top = x.amax(-1, keepdim=True)
+    e = torch.exp(x - torch.where(torch.isfinite(top), top, torch.zeros_like(top)))
+    (e / e.sum(-1, keepdim=True)).clone()
+print(len(built))
+"""
+
+
+@pytest.mark.parametrize("warmed", [True, False])
+def test_after_the_server_s_operator_warm_up_a_recorded_call_builds_no_operator_object(warmed):
+    """The dispatch mode's Python object for an operator is built on its
+    first use in a process (~0.3 ms each); built once in the fork-server
+    (warm.operators, called by its warm-up), no child builds them again.
+    Without the warm-up the same code builds a dozen: the check can fail."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _BUILT_WHILE_RECORDING, "warm" if warmed else "cold"],
+                          cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    built = int(done.stdout)
+    assert (built == 0) if warmed else (built >= 10), built

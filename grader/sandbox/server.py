@@ -61,6 +61,7 @@ def warm_up() -> dict:
     for python_dispatch in (True, False):
         with dispatch.recording(python_dispatch=python_dispatch):
             dispatch.canary(None)
+    warm.operators()  # the operators children run, each built once here
     wire.loads(wire.dumps({"x": x, "d": torch.float32, "t": (1, 2.0, "s", None, [True])}))
     _freeze()
     status = open("/proc/self/status").read()

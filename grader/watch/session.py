@@ -10,6 +10,7 @@ from grader.course import CourseError, load_course
 from grader.gradebook import Gradebook, GradebookError
 from grader.judge import GraderError, Judge
 from grader.sandbox import Limits, Sandbox, SandboxError
+from grader.run.grading import settled_heap
 from grader.run.session import EXIT_BAD_INPUT, EXIT_GRADEBOOK, EXIT_GRADER_BROKEN, EXIT_OK
 from grader.watch.run import Watch, WatchOptions
 from grader.watch.sources import Arrival, NbgraderInbound, PlainFolder
@@ -82,7 +83,8 @@ def run_watch(folder: Path | None, *, exchange: Path | None, nbgrader_course: st
             err.write(f"watching {' and '.join(names)}; {options.per_hour} graded submission(s) per student "
                       f"and hour; gradebook {db}\n")
             try:
-                Watch(course, sources, exercises_for, gradebook, state, judge, Path(workdir), options, root).run()
+                with settled_heap():
+                    Watch(course, sources, exercises_for, gradebook, state, judge, Path(workdir), options, root).run()
             except KeyboardInterrupt:
                 err.write("\nwatch: stopped; a restart resumes where it stopped\n")
             finally:
