@@ -80,11 +80,19 @@ def first_failure(check: Check, calls: slice, run: RunResult, expected: RunResul
 def check_failure(check: Check, calls: slice, run: RunResult, expected: RunResult, source: bytes | None,
                   limits: object | None = None, inputs: Sequence[ProbeCall] = ()) -> Failure | None:
     """:func:`first_failure`, then the check's rule on the submitted bytes
-    (read by the grader, never by the student's process)."""
+    (read by the grader, never by the student's process), then its rule on
+    the whole run (``inputs``: every call of the plan)."""
     failure = first_failure(check, calls, run, expected, limits, inputs)
     if failure is None and check.source_rule is not None and source is not None:
         if (reason := check.source_rule(source)) is not None:
             return Failure("source rule", reason)
+    if failure is None and check.run_rule is not None:
+        try:
+            reason = check.run_rule(inputs, run, expected)
+        except Exception:  # noqa: BLE001 - plain data of any form comes back from the sandbox
+            reason = "returned a result of an unexpected form"
+        if reason is not None:
+            return Failure(reason, reason)
     return failure
 
 

@@ -172,6 +172,17 @@ def test_a_recording_of_any_other_form_fails(forged):
     assert "could not be recorded" in kernel_rule(FAMILIES)(forged, _record("aten::exp"))
 
 
+def test_a_recording_is_judged_the_same_the_second_time_and_a_large_one_is_not_kept():
+    from grader.checks.forbidden import _judged_recording
+
+    rule, builtin, clean = kernel_rule(FAMILIES), _record("aten::exp", "aten::_softmax"), _record("aten::exp")
+    assert "kernel ran" in rule(builtin, clean) and "kernel ran" in rule(dict(builtin), clean)
+    kept = _judged_recording.cache_info().currsize
+    large = _record("aten::exp", "aten::_softmax", *(f"aten::{'x' * 1000}{i}" for i in range(40)))
+    assert "kernel ran" in rule(large, clean)
+    assert _judged_recording.cache_info().currsize == kept
+
+
 def test_an_empty_recording_passes_only_where_the_reference_ran_nothing_either():
     # A call whose probe only catches an error (a constructor that must
     # raise) runs no operator, for the reference too.
@@ -262,3 +273,76 @@ def recorded_call_of(fn, x):
     from coursekit.probes.dispatch import recorded_call
 
     return recorded_call(_module(fn), "coursekit.probes.softmax:softmax_output", {"x": x})
+
+
+def test_a_call_that_raises_keeps_what_it_ran_for_the_raised_recordings():
+    from coursekit.probes import dispatch
+
+    def builtin_then_raise(x, dim=-1):
+        torch.softmax(x, dim)
+        raise ValueError("no")
+
+    dispatch._RAISED.clear()
+    with pytest.raises(ValueError):
+        recorded_call_of(builtin_then_raise, torch.ones(2, 3))
+    recorded_call_of(_manual, torch.ones(2, 3))  # a call that returns adds nothing
+    (found,) = dispatch.raised_recordings(None)
+    assert forbidden_kernels(all_ops(found), [SOFTMAX])
+    dispatch._RAISED.clear()
+
+
+def _observed_run(values_by_index: dict[int, object], raised: set[int] = frozenset()):
+    """The 01 plan, a run whose calls all return the reference's recording
+    except those given (a value, or an error for an index in ``raised``)."""
+    from grader.checks import CheckPlan
+    from grader.checks.softmax import CHECKS
+    from grader.sandbox import CallResult, RunResult
+
+    plan = CheckPlan.build(CHECKS)
+    clean = recorded_call_of(_manual, torch.ones(2, 3))
+    reference = RunResult("ok", [CallResult(True, clean) for _ in plan.calls], "", "", "", 0.0)
+    calls = [CallResult(False, error_type="ValueError", error="no") if i in raised
+             else CallResult(True, values_by_index.get(i, clean)) for i in range(len(plan.calls))]
+    return plan, RunResult("ok", calls, "", "", "", 0.0), reference
+
+
+def test_the_no_forbidden_calls_check_judges_every_observed_call_of_every_check():
+    """Not only the calls of the check it names: a built-in run only on the
+    inputs of another check (those with -inf entries, say) fails it too."""
+    from grader.checks.forbidden import kernels_in_observed_calls
+
+    rule = kernels_in_observed_calls(FAMILIES)
+    plan, run, reference = _observed_run({})
+    assert rule(plan.calls, run, reference) is None
+    blocked = plan.slices["01-fully-blocked-rows"].start + 1
+    builtin = recorded_call_of(BUILT_INS["computed name"], torch.ones(2, 3))
+    plan, run, reference = _observed_run({blocked: builtin})
+    assert "kernel ran" in rule(plan.calls, run, reference)
+    plan, run, reference = _observed_run({}, raised={blocked})  # its recording is judged elsewhere
+    assert rule(plan.calls, run, reference) is None
+    tampered = {"value": builtin["value"], "ops": {"profiler": [], "dispatch": ["aten::exp"]}}
+    plan, run, reference = _observed_run({blocked: tampered})
+    assert rule(plan.calls, run, reference) == "the operators your code ran could not be recorded"
+
+
+def test_the_raised_calls_recordings_are_judged_like_any_other():
+    from grader.checks.forbidden import failed_calls_rule
+
+    compare = failed_calls_rule(FAMILIES)
+    clean, builtin = ({"profiler": ops} for ops in (["aten::exp"], ["aten::_softmax", "aten::softmax"]))
+    assert compare([], []) is None and compare([clean], []) is None
+    assert "kernel ran" in compare([clean, builtin], [])
+    assert compare("forged", []) == compare([{"dispatch": []}], []) == "the operators your code ran could not be recorded"
+
+
+def test_a_check_with_a_run_rule_makes_its_calls_after_every_other_check():
+    from grader.checks import CheckPlan
+    from grader.checks.softmax import CHECKS
+
+    plan = CheckPlan.build(CHECKS)
+    rule_checks = [c.id for c in CHECKS if c.run_rule is not None]
+    assert rule_checks == ["01-no-forbidden-calls"]
+    assert plan.slices[rule_checks[0]].stop == len(plan.calls)
+    assert plan.calls[-1].probe == "coursekit.probes.dispatch:raised_recordings"
+    moved = CheckPlan.build([CHECKS[-1], *CHECKS[:-1]])  # listed first: still run last
+    assert moved.slices[rule_checks[0]].stop == len(moved.calls) and [c.id for c in moved.checks][0] == rule_checks[0]

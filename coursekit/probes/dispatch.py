@@ -112,16 +112,15 @@ def recording(python_dispatch: bool = True) -> Iterator[dict[str, list[str]]]:
     found: dict[str, list[str]] = {"profiler": []}
     recorder = _Recorder() if python_dispatch else nullcontext()
     _ENABLE(_CPU_ONLY)
-    events: list = []
     try:
         with recorder:
             yield found
-    finally:
+    finally:  # filled when the block raised too: what ran before the error counts
         events = _DISABLE()
-    if python_dispatch:
-        found["dispatch"] = sorted(op for op in recorder.ops if op.startswith("aten::"))
-    names = {e.name() for thread in events for e in thread}  # one call into the profiler's event per event
-    found["profiler"] = sorted(name for name in names if name.startswith("aten::"))
+        if python_dispatch:
+            found["dispatch"] = sorted(op for op in recorder.ops if op.startswith("aten::"))
+        names = {e.name() for thread in events for e in thread}  # one call into the profiler's event per event
+        found["profiler"] = sorted(name for name in names if name.startswith("aten::"))
 
 
 def _resolve(probe: str):
@@ -170,15 +169,33 @@ def canary(module: ModuleType) -> None:
         torch.set_num_threads(threads)
 
 
+# What was recorded in each call of recorded_call that raised, in this
+# process (a sandboxed child serves one run): returned by raised_recordings.
+_RAISED: list[dict[str, list[str]]] = []
+
+
 def recorded_call(module: ModuleType, probe: str, kwargs: dict) -> dict:
     """One call of ``probe`` under :func:`recording`: ``{"value": what the
-    probe returned, "ops": what was recorded}``. Errors propagate. Checks
-    whose every call is recorded leave no unobserved call in which code that
-    notices the recorder could behave otherwise."""
+    probe returned, "ops": what was recorded}``. Errors propagate, and what
+    the call ran before it raised is kept for :func:`raised_recordings`.
+    Checks whose every call is recorded leave no unobserved call in which
+    code that notices the recorder could behave otherwise."""
     inner = _resolve(probe)
-    with recording(python_dispatch=False) as found:
-        value = inner(module, **kwargs)
+    found: dict[str, list[str]] = {}
+    try:
+        with recording(python_dispatch=False) as found:
+            value = inner(module, **kwargs)
+    except BaseException:
+        _RAISED.append(found)
+        raise
     return {"value": value, "ops": found}
+
+
+def raised_recordings(module: ModuleType) -> list[dict[str, list[str]]]:
+    """What each :func:`recorded_call` that raised in this process recorded,
+    in order (``module`` is not used). A kernel that ran in a call that
+    then failed still ran."""
+    return list(_RAISED)
 
 
 def all_ops(found: object) -> list[str] | None:

@@ -26,12 +26,14 @@ import torch
 
 from coursekit.compare import compare_tensors
 from grader.course import Exercise, Text
-from grader.sandbox import ProbeCall
+from grader.sandbox import ProbeCall, RunResult
 
 # compare(submission_value, reference_value) -> None when they agree,
 # else a short reason that reveals no value ("wrong values", "wrong shape").
 Compare = Callable[[object, object], str | None]
 CallBuilder = Callable[[torch.Generator], list[ProbeCall]]
+# run_rule(every call of the plan, the submission's run, the reference's run)
+RunRule = Callable[[Sequence[ProbeCall], RunResult, RunResult], str | None]
 # Exams: (generator, the student's variant sizes) -> calls. See grader/exams/checks.py.
 VariantCallBuilder = Callable[[torch.Generator, Mapping[str, Any]], list[ProbeCall]]
 
@@ -64,6 +66,12 @@ class Check:
     # in the student's): None when they pass, else a fixed reason. The
     # check fails when either its calls or this rule fail.
     source_rule: Callable[[bytes], str | None] | None = None
+    # A rule on the whole run (every check's calls and results, the
+    # submission's and the reference's), judged in the grader's process:
+    # None when it passes, else a fixed reason. The check fails when its
+    # calls, its source rule or this rule fail; its calls are made after
+    # every other check's, so what they run can see what those did.
+    run_rule: RunRule | None = None
     # Exams: builds the calls with the variant's sizes. Checks without one
     # still get the variant's seed in an exam: other random inputs per student.
     variant_calls: VariantCallBuilder | None = None
@@ -317,7 +325,7 @@ class CheckPlan:
     def build(cls, checks: list[Check], variant: VariantLike | None = None,
               figures: list[Figure] = ()) -> "CheckPlan":
         plan = cls(checks)
-        for check in checks:
+        for check in sorted(checks, key=lambda c: c.run_rule is not None):  # stable: run rules' checks last
             start = len(plan.calls)
             plan.calls += check.build_calls(variant)
             plan.slices[check.id] = slice(start, len(plan.calls))

@@ -16,8 +16,9 @@ Two signals, both judged in the grader's own process:
 """
 from __future__ import annotations
 
+import functools
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 import torch
@@ -25,20 +26,22 @@ import torch
 from coursekit.probes.dispatch import FUSED_ATTENTION, SOFTMAX, all_ops, forbidden_kernels
 from coursekit.probes.source import scan
 from grader.checks import Check, text
-from grader.sandbox import ProbeCall
+from grader.sandbox import ProbeCall, RunResult
 
 RECORDED = "coursekit.probes.dispatch:recorded"
 RECORDED_CALL = "coursekit.probes.dispatch:recorded_call"
+RAISED_RECORDINGS = "coursekit.probes.dispatch:raised_recordings"
 CANARY = "coursekit.probes.dispatch:canary"
-# Cases per probe that the no-forbidden-calls check also records with the
-# second observer, the dispatch mode: its Python hook on every operator made
-# all 24 of 01's cases a quarter of a child's time. Every case is recorded
-# by the profiler, so the check still sees each one its source check runs
-# (and the checks that require it count nothing when one runs a built-in).
+# Cases per probe of its source check that the no-forbidden-calls check
+# records again with the second observer, the dispatch mode (whose Python
+# hook on every operator made all 24 of 01's cases a quarter of a child's
+# time). Every call of every observed check is recorded by the profiler
+# already, and the check judges those recordings (kernels_in_observed_calls).
 _MODE_CASES = 2
 _FAMILY_WORDS = {SOFTMAX: "softmax", FUSED_ATTENTION: "fused attention (scaled_dot_product_attention)"}
 
-__all__ = ["no_forbidden_calls", "observed", "observing", "unwrapped", "source_rule", "kernel_rule", "FUSED_ATTENTION", "SOFTMAX"]
+__all__ = ["no_forbidden_calls", "observed", "observing", "unwrapped", "source_rule", "kernel_rule",
+           "kernels_in_observed_calls", "failed_calls_rule", "FUSED_ATTENTION", "SOFTMAX"]
 
 
 def _lines(uses: list[dict]) -> str:
@@ -70,25 +73,64 @@ def source_rule(exercise_id: str) -> Callable[[bytes], str | None]:
     return inspect
 
 
+def _kernel_ran(families: tuple[str, ...]) -> str:
+    words = " or ".join(_FAMILY_WORDS[f] for f in families)
+    return f"a built-in {words} kernel ran inside your code"
+
+
+_UNRECORDED = "the operators your code ran could not be recorded"
+_CACHED_CHARS = 16_384
+
+
+def _kernels_recorded(found: object, families: tuple[str, ...]) -> tuple[bool, frozenset[str]] | None:
+    """(whether any operator was recorded, the recorded kernels of
+    ``families``), or None where :func:`all_ops` finds ``found`` malformed
+    or inconsistent. Calls of one check record the same names again and
+    again: each distinct recording is judged once (bounded cache)."""
+    if not isinstance(found, dict) or "profiler" not in found:
+        return None
+    lists = tuple(found[key] for key in ("dispatch", "profiler") if key in found)
+    size = 0
+    try:
+        for names in lists:
+            if type(names) is not list:
+                return None
+            size += len("".join(names))  # TypeError unless every name is a str (at C speed)
+    except TypeError:
+        return None
+    key = tuple(map(tuple, lists))
+    # Names come from the student's process: a large recording is judged
+    # without being kept.
+    return _judged_recording(key, families) if size <= _CACHED_CHARS else _judged_recording.__wrapped__(key, families)
+
+
+@functools.lru_cache(maxsize=2048)
+def _judged_recording(lists: tuple[tuple[str, ...], ...], families: tuple[str, ...]) -> tuple[bool, frozenset[str]] | None:
+    ops = all_ops({"profiler": list(lists[-1]), **({"dispatch": list(lists[0])} if len(lists) == 2 else {})})
+    if ops is None:
+        return None
+    return bool(ops), frozenset(forbidden_kernels(ops, families))
+
+
 def kernel_rule(families: tuple[str, ...]) -> Callable[[object, object], str | None]:
     """The observed half, as a compare: the kernels of ``families`` in the
     submission's recording are those in the reference's. The reference runs
     none in the student's calls, and both run all of them in the canary
     call (:func:`coursekit.probes.dispatch.canary`), whose recording proves
     that the recorder saw what ran."""
-    words = " or ".join(_FAMILY_WORDS[f] for f in families)
+    ran = _kernel_ran(families)
 
     def compare(submitted: object, expected: object) -> str | None:
-        ops, reference_ops = all_ops(submitted), all_ops(expected)
+        recorded, reference = _kernels_recorded(submitted, families), _kernels_recorded(expected, families)
         # None: malformed or inconsistent. Empty where the reference ran
         # operators: the recorder did not see the call.
-        if ops is None or reference_ops is None or (reference_ops and not ops):
-            return "the operators your code ran could not be recorded"
-        mine, theirs = set(forbidden_kernels(ops, families)), set(forbidden_kernels(reference_ops, families))
+        if recorded is None or reference is None or (reference[0] and not recorded[0]):
+            return _UNRECORDED
+        mine, theirs = recorded[1], reference[1]
         if mine - theirs:
             # Which kernel is not said: the names came back from the
             # student's process, so they are not repeated to anyone.
-            return f"a built-in {words} kernel ran inside your code"
+            return ran
         if theirs - mine:
             return "the operators your code ran could not be recorded (the recorder was changed)"
         return None
@@ -138,9 +180,53 @@ def observing(checks: list[Check], families: tuple[str, ...]) -> list[Check]:
     return [check if check.id.endswith("-no-forbidden-calls") else observed(check, families) for check in checks]
 
 
+def failed_calls_rule(families: tuple[str, ...]) -> Callable[[object, object], str | None]:
+    """The no-forbidden-calls check's compare: :func:`kernel_rule` for its
+    recorded cases and the canary; for :data:`RAISED_RECORDINGS` (what the
+    observed calls that raised had run, a list: the reference's is empty),
+    no kernel of ``families`` in any of them."""
+    kernels, ran = kernel_rule(families), _kernel_ran(families)
+
+    def compare(submitted: object, expected: object) -> str | None:
+        if not isinstance(expected, list):
+            return kernels(submitted, expected)
+        if not isinstance(submitted, list):
+            return _UNRECORDED
+        for found in submitted:
+            ops = all_ops(found)
+            if ops is None:
+                return _UNRECORDED
+            if forbidden_kernels(ops, families):
+                return ran
+        return None
+
+    return compare
+
+
+def kernels_in_observed_calls(families: tuple[str, ...]) -> Callable[[Sequence[ProbeCall], RunResult, RunResult], str | None]:
+    """A run rule: no call of any :func:`observed` check (whatever check
+    made it, whatever its inputs) ran a kernel of ``families`` that the
+    reference's same call did not. A call that raised has its recording
+    judged through :data:`RAISED_RECORDINGS` instead."""
+    kernels = kernel_rule(families)
+
+    def judge(inputs: Sequence[ProbeCall], run: RunResult, expected: RunResult) -> str | None:
+        for index, call in enumerate(inputs):
+            if call.probe != RECORDED_CALL or index >= len(run.calls) or not run.calls[index].ok:
+                continue
+            mine, theirs = run.calls[index].value, expected.calls[index].value
+            if (reason := kernels(mine.get("ops") if isinstance(mine, dict) else None,
+                                  theirs.get("ops") if isinstance(theirs, dict) else None)) is not None:
+                return reason
+        return None
+
+    return judge
+
+
 def _recorded_calls(exercise_id: str, source_check: str) -> Callable[[torch.Generator], list[ProbeCall]]:
-    """The calls of ``source_check`` (a check of the same exercise), each
-    probe's calls grouped into one recorded call."""
+    """A few calls of ``source_check`` (a check of the same exercise) per
+    probe, recorded by both observers; the canary; and, last, what the
+    observed calls that raised had recorded."""
 
     def calls(gen: torch.Generator) -> list[ProbeCall]:
         from grader.course import load_course
@@ -151,11 +237,10 @@ def _recorded_calls(exercise_id: str, source_check: str) -> Callable[[torch.Gene
         grouped: dict[str, list[dict]] = {}
         for call in map(unwrapped, check.calls(gen)):  # an observed() check's call: record what it wraps
             grouped.setdefault(call.probe, []).append(call.kwargs)
-        return [*(ProbeCall(RECORDED, {"probe": probe, "cases": cases, "python_dispatch": False})
+        return [*(ProbeCall(RECORDED, {"probe": probe, "cases": cases[:_MODE_CASES]})
                   for probe, cases in grouped.items()),
-                *(ProbeCall(RECORDED, {"probe": probe, "cases": cases[:_MODE_CASES]})
-                  for probe, cases in grouped.items()),
-                ProbeCall(RECORDED, {"probe": CANARY, "cases": [{}]})]
+                ProbeCall(RECORDED, {"probe": CANARY, "cases": [{}]}),
+                ProbeCall(RAISED_RECORDINGS, {})]
 
     return calls
 
@@ -164,15 +249,17 @@ def no_forbidden_calls(exercise_id: str, *, requires: tuple[str, ...], weight: f
                        kernels: tuple[str, ...] = ()) -> Check:
     """The exercise's module uses none of the names its ``forbidden`` list
     in course.yaml names (read from the submitted bytes), and, with
-    ``kernels``, runs no kernel of those families while doing what its
-    first required check asks (observed at the dispatcher)."""
+    ``kernels``, runs no kernel of those families in any call of the
+    exercise's :func:`observed` checks, nor in a few of its first required
+    check's calls recorded by both observers (seen at the dispatcher)."""
     return Check(
         id=f"{exercise_id}-no-forbidden-calls",
         weight=weight,
         message=text("uses none of the built-ins this exercise asks you to write yourself",
                      "没有使用本练习要求你亲自实现的内置函数"),
         calls=_recorded_calls(exercise_id, requires[0]) if kernels else (lambda gen: []),
-        compare=kernel_rule(kernels) if kernels else (lambda submitted, expected: None),
+        compare=failed_calls_rule(kernels) if kernels else (lambda submitted, expected: None),
         requires=requires,
         source_rule=source_rule(exercise_id),
+        run_rule=kernels_in_observed_calls(kernels) if kernels else None,
     )
