@@ -13,6 +13,7 @@ from grader.sandbox.plaincodec import DTYPES, CodecError, decode, encode
 VALUES = [
     None, True, False, 0, -7, 2**100, 1.5, float("inf"), 1e-300, complex(1, -2), "", "héllo 注意力",
     [], (), {}, [1, (2.0, "x"), {"k": None}], {"dtype": torch.float16}, torch.float64,
+    ["aten::exp", "aten::sum"], [""], ["", "", "注意力"], ["a\0b", "c"], ("aten::exp", "aten::sum"), ["a", 1],
     torch.tensor(3.0), torch.zeros(0, 5), torch.arange(12).reshape(3, 4).T,  # a non-contiguous view
     torch.tensor([True, False, True]), torch.randn(2, 3, dtype=torch.bfloat16),
     torch.randn(2, dtype=torch.complex64).conj(), torch.tensor([float("nan"), float("-inf")]),
@@ -81,3 +82,17 @@ def test_a_tensor_claiming_more_bytes_than_sent_is_refused_before_allocating():
     claim[-8:] = (1 << 40).to_bytes(8, "little")  # a terabyte-sized float32 vector
     with pytest.raises(CodecError, match="truncated"):
         decode(bytes(claim))
+
+
+def test_a_list_of_str_travels_as_one_joined_text_and_a_forged_one_is_refused():
+    assert encode(["aten::exp", "aten::sum"])[:1] == b"z"
+    assert encode(["a\0b", "c"])[:1] == b"l"  # a str holding NUL: item by item
+    assert encode([])[:1] == b"l"
+    two = encode(["ab", "c"])  # z, count 2, length 4, "ab\0c"
+    for forged in (two[:1] + (3).to_bytes(4, "little") + two[5:],  # a count that does not match
+                   two[:1] + (0).to_bytes(4, "little") + (0).to_bytes(4, "little"),  # an empty one
+                   two[:9] + b"\xff\xfe\0c"):  # not UTF-8
+        with pytest.raises(CodecError):
+            decode(forged)
+    with pytest.raises(CodecError):
+        decode(b"z" + (2**31).to_bytes(4, "little") + two[5:], max_items=1000)  # over the item budget

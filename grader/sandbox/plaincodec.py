@@ -13,6 +13,9 @@ A value is a one-byte tag and its body, little-endian:
     f float  (f64)            c complex (two f64)
     s str    (u32 length, UTF-8)
     l list / t tuple (u32 count, items)
+    z list of str (u32 count, u32 length, the UTF-8 of the strs joined
+             by NUL: none holds one; recorded operator names are most of
+             a result, and one split decodes them all)
     d dict   (u32 count, then str key and value pairs)
     y dtype  (u8 length, the name after "torch.")
     x tensor (dtype as for y, u8 ndim, u64 per dim, then the raw bytes of
@@ -81,6 +84,9 @@ def _encode(v: Any, out: list[bytes], depth: int) -> None:
     elif t is str:
         data = v.encode("utf-8", "surrogatepass")
         out += [b"s", _U32.pack(len(data)), data]
+    elif t is list and v and all(type(item) is str for item in v) and _without_nul(joined := "\0".join(v), len(v)):
+        data = joined.encode("utf-8", "surrogatepass")
+        out += [b"z", _U32.pack(len(v)), _U32.pack(len(data)), data]
     elif t is list or t is tuple:
         out += [b"l" if t is list else b"t", _U32.pack(len(v))]
         for item in v:
@@ -102,6 +108,11 @@ def _encode(v: Any, out: list[bytes], depth: int) -> None:
         _encode_tensor(v, out)
     else:
         raise CodecError(f"a {t.__module__}.{t.__qualname__} is not plain data")
+
+
+def _without_nul(joined: str, count: int) -> bool:
+    """No str of the ``count`` joined by NUL holds one itself."""
+    return joined.count("\0") == count - 1
 
 
 def _dtype_bytes(dtype: torch.dtype) -> list[bytes]:
@@ -134,7 +145,7 @@ def decode(data: bytes, *, max_items: int = 1_000_000) -> Any:
 
 
 # Tags as byte values: the reader compares ints, without a bytes object per value.
-_N, _T, _F, _I, _FL, _C, _S, _L, _TU, _D, _Y, _X = b"NTFifcsltdyx"
+_N, _T, _F, _I, _FL, _C, _S, _L, _TU, _D, _Y, _X, _Z = b"NTFifcsltdyxz"
 
 
 class _Reader:
@@ -196,6 +207,16 @@ class _Reader:
         if tag == _L or tag == _TU:
             items = [self.value(depth + 1) for _ in range(self.count())]
             return items if tag == _L else tuple(items)
+        if tag == _Z:
+            count = self.count()
+            (size,) = self.unpack(_U32)
+            try:
+                names = self.take(size).decode("utf-8", "surrogatepass").split("\0")
+            except UnicodeDecodeError:
+                raise CodecError("not UTF-8") from None
+            if len(names) != count or not count:
+                raise CodecError("a list of str whose count does not match")
+            return names
         if tag == _D:
             result = {}
             for _ in range(self.count()):

@@ -220,7 +220,7 @@ def sanitize(value: Any, depth: int = 0) -> Any:
     if t is torch.Size:
         return tuple(value)
     if t is list or t is tuple:
-        return t(sanitize(v, depth + 1) for v in value)
+        return t([v if type(v) in _SCALARS else sanitize(v, depth + 1) for v in value])
     if t is dict:
         return {k: sanitize(v, depth + 1) for k, v in value.items()}
     if t.__module__ == "numpy" and getattr(value, "ndim", None) == 0:
