@@ -282,13 +282,15 @@ def test_a_call_that_raises_keeps_what_it_ran_for_the_raised_recordings():
         torch.softmax(x, dim)
         raise ValueError("no")
 
-    dispatch._RAISED.clear()
+    before = len(dispatch.raised_recordings(None))
     with pytest.raises(ValueError):
         recorded_call_of(builtin_then_raise, torch.ones(2, 3))
     recorded_call_of(_manual, torch.ones(2, 3))  # a call that returns adds nothing
-    (found,) = dispatch.raised_recordings(None)
-    assert forbidden_kernels(all_ops(found), [SOFTMAX])
-    dispatch._RAISED.clear()
+    kept = dispatch.raised_recordings(None)
+    assert len(kept) == before + 1 and forbidden_kernels(all_ops(kept[-1]), [SOFTMAX])
+    kept[-1]["profiler"].clear()  # a copy: what the caller does to it changes nothing kept
+    assert forbidden_kernels(all_ops(dispatch.raised_recordings(None)[-1]), [SOFTMAX])
+    assert not hasattr(dispatch, "_RAISED")
 
 
 def _observed_run(values_by_index: dict[int, object], raised: set[int] = frozenset()):
@@ -300,7 +302,9 @@ def _observed_run(values_by_index: dict[int, object], raised: set[int] = frozens
 
     plan = CheckPlan.build(CHECKS)
     clean = recorded_call_of(_manual, torch.ones(2, 3))
-    reference = RunResult("ok", [CallResult(True, clean) for _ in plan.calls], "", "", "", 0.0)
+    reference = RunResult("ok", [CallResult(True, [] if c.probe.endswith(":raised_recordings") else clean)
+                                 for c in plan.calls], "", "", "", 0.0)
+    values_by_index = {len(plan.calls) - 1: [], **values_by_index}
     calls = [CallResult(False, error_type="ValueError", error="no") if i in raised
              else CallResult(True, values_by_index.get(i, clean)) for i in range(len(plan.calls))]
     return plan, RunResult("ok", calls, "", "", "", 0.0), reference
@@ -318,8 +322,11 @@ def test_the_no_forbidden_calls_check_judges_every_observed_call_of_every_check(
     builtin = recorded_call_of(BUILT_INS["computed name"], torch.ones(2, 3))
     plan, run, reference = _observed_run({blocked: builtin})
     assert "kernel ran" in rule(plan.calls, run, reference)
-    plan, run, reference = _observed_run({}, raised={blocked})  # its recording is judged elsewhere
+    last = len(plan.calls) - 1  # raised_recordings: one recording per observed call that raised
+    plan, run, reference = _observed_run({last: [{"profiler": []}]}, raised={blocked})  # judged there
     assert rule(plan.calls, run, reference) is None
+    plan, run, reference = _observed_run({last: []}, raised={blocked})  # code that emptied the store
+    assert rule(plan.calls, run, reference) == "the operators your code ran could not be recorded"
     tampered = {"value": builtin["value"], "ops": {"profiler": [], "dispatch": ["aten::exp"]}}
     plan, run, reference = _observed_run({blocked: tampered})
     assert rule(plan.calls, run, reference) == "the operators your code ran could not be recorded"

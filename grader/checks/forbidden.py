@@ -211,8 +211,21 @@ def kernels_in_observed_calls(families: tuple[str, ...]) -> Callable[[Sequence[P
     kernels = kernel_rule(families)
 
     def judge(inputs: Sequence[ProbeCall], run: RunResult, expected: RunResult) -> str | None:
+        raised = 0
         for index, call in enumerate(inputs):
-            if call.probe != RECORDED_CALL or index >= len(run.calls) or not run.calls[index].ok:
+            if index >= len(run.calls):
+                break
+            if call.probe == RAISED_RECORDINGS and run.calls[index].ok:
+                # One recording per observed call that raised before it: none
+                # dropped (code that cleared or trimmed the store) and none added.
+                if not isinstance(run.calls[index].value, list) or len(run.calls[index].value) != raised:
+                    return _UNRECORDED
+            if call.probe != RECORDED_CALL:
+                continue
+            if not run.calls[index].ok:
+                # Raised in the probe (a result that is not plain data fails
+                # later, in the child's encoding, with nothing kept)
+                raised += run.calls[index].error_type != "ProtocolError"
                 continue
             mine, theirs = run.calls[index].value, expected.calls[index].value
             if (reason := kernels(mine.get("ops") if isinstance(mine, dict) else None,
