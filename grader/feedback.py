@@ -258,11 +258,17 @@ def top_level_names(source: bytes) -> set[str] | None:
 
 def public_names(source: bytes) -> list[str]:
     """The functions and classes a stub asks for (its public top-level defs)."""
+    return list(_public_names(source))
+
+
+@functools.lru_cache(maxsize=64)  # the course's stubs, parsed once per grader, not once per submission
+def _public_names(source: bytes) -> tuple[str, ...]:
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
-        return []
-    return [n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_")]
+        return ()
+    return tuple(n.name for n in tree.body
+                 if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and not n.name.startswith("_"))
 
 
 def missing_names(submitted: bytes, stub: bytes) -> list[str]:

@@ -27,6 +27,7 @@ UTF8_ENCODINGS = ("utf-8", "utf-8-sig")
 REACHING_IN = ("coursekit", "_python_dispatch", "_DisableTorchDispatch", "_disable_profiler",
                "_set_dispatch_mode", "_push_mode", "_pop_mode", "__code__", "__globals__",
                "__defaults__", "__kwdefaults__", "__closure__")
+_REACHING_IN = frozenset(REACHING_IN)
 # Calls that look an attribute up by a string: getattr(torch, "softmax").
 _LOOKUPS = {"getattr", "attrgetter", "methodcaller", "__getattribute__", "__getattr__"}
 
@@ -75,10 +76,18 @@ def uses_in(text: str, names: list[str]) -> list[dict]:
     "softmax")``), each with its line. A function the student defines under
     the same name is allowed: only uses of someone else's implementation
     count. Raises ``SyntaxError`` for text that does not parse."""
-    wanted = set(names)
-    found = []
-    for node in ast.walk(ast.parse(text)):
-        if isinstance(node, ast.Attribute) and node.attr in wanted:
+    return _uses(ast.parse(text), set(names))[0]
+
+
+def _uses(tree: ast.AST, wanted: set[str], bare: frozenset[str] = frozenset()) -> tuple[list[dict], list[dict]]:
+    """(:func:`uses_in` on a parsed tree, the bare names of ``bare`` in it:
+    ``ast.Name`` nodes), in one walk."""
+    found, names = [], []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name):
+            if node.id in bare:
+                names.append({"name": node.id, "line": node.lineno})
+        elif isinstance(node, ast.Attribute) and node.attr in wanted:
             found.append({"name": node.attr, "line": node.lineno})
         elif isinstance(node, ast.ImportFrom):
             found += [{"name": a.name, "line": node.lineno} for a in node.names if a.name in wanted]
@@ -88,18 +97,18 @@ def uses_in(text: str, names: list[str]) -> list[dict]:
         elif isinstance(node, ast.Call) and _lookup_name(node.func) in _LOOKUPS:
             found += [{"name": arg.value, "line": node.lineno} for arg in node.args
                       if isinstance(arg, ast.Constant) and arg.value in wanted]
-    return sorted(found, key=lambda use: (use["line"], use["name"]))
+    return sorted(found, key=lambda use: (use["line"], use["name"])), names
 
 
 def scan(data: bytes, names: list[str]) -> SourceScan:
     """Decode ``data`` as Python would and find the uses of ``names`` and
     of :data:`REACHING_IN` (as names, attributes, imports or look-ups)."""
     try:
-        text = decode(data)
-        reaching_in = [use for use in uses_in(text, list(REACHING_IN)) if use["name"] in REACHING_IN]
-        reaching_in += [{"name": node.id, "line": node.lineno} for node in ast.walk(ast.parse(text))
-                        if isinstance(node, ast.Name) and node.id in REACHING_IN]
-        return SourceScan(uses=uses_in(text, names), reaching_in=sorted(reaching_in, key=lambda u: u["line"]))
+        tree = ast.parse(decode(data))  # once: the forbidden names and the reaching-in ones in one walk
+        found, bare = _uses(tree, set(names) | _REACHING_IN, bare=_REACHING_IN)
+        reaching_in = [use for use in found if use["name"] in _REACHING_IN] + bare
+        uses = [use for use in found if use["name"] in names]
+        return SourceScan(uses=uses, reaching_in=sorted(reaching_in, key=lambda u: u["line"]))
     except ValueError as exc:
         return SourceScan(refused=str(exc))
     except SyntaxError:
