@@ -282,14 +282,15 @@ def test_a_call_that_raises_keeps_what_it_ran_for_the_raised_recordings():
         torch.softmax(x, dim)
         raise ValueError("no")
 
-    before = len(dispatch.raised_recordings(None))
+    module, other = _module(builtin_then_raise), _module(builtin_then_raise)
     with pytest.raises(ValueError):
-        recorded_call_of(builtin_then_raise, torch.ones(2, 3))
+        dispatch.recorded_call(module, "coursekit.probes.softmax:softmax_output", {"x": torch.ones(2, 3)})
     recorded_call_of(_manual, torch.ones(2, 3))  # a call that returns adds nothing
-    kept = dispatch.raised_recordings(None)
-    assert len(kept) == before + 1 and forbidden_kernels(all_ops(kept[-1]), [SOFTMAX])
-    kept[-1]["profiler"].clear()  # a copy: what the caller does to it changes nothing kept
-    assert forbidden_kernels(all_ops(dispatch.raised_recordings(None)[-1]), [SOFTMAX])
+    (kept,) = dispatch.raised_recordings(module)
+    assert forbidden_kernels(all_ops(kept), [SOFTMAX])
+    kept["profiler"].clear()  # a copy: what the caller does to it changes nothing kept
+    assert forbidden_kernels(all_ops(dispatch.raised_recordings(module)[0]), [SOFTMAX])
+    assert dispatch.raised_recordings(other) == []  # another module's run (an in-process runner) sees none
     assert not hasattr(dispatch, "_RAISED")
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import importlib
 import re
+import weakref
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, nullcontext
 from types import ModuleType
@@ -170,20 +171,21 @@ def canary(module: ModuleType) -> None:
 
 
 def _raised_store():
-    """What each :func:`recorded_call` that raised in this process recorded
-    (a sandboxed child serves one run), kept where no module attribute
-    reaches it: (keep one, the probe that returns copies of them all)."""
-    kept: list[dict[str, list[str]]] = []
+    """What each :func:`recorded_call` that raised recorded, per module it
+    was called on (a sandboxed child serves one run, on one module; a
+    process that runs several keeps them apart), kept where no module
+    attribute reaches it: (keep one, the probe that returns copies)."""
+    kept: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
-    def keep(found: dict[str, list[str]]) -> None:
-        kept.append({key: list(names) for key, names in found.items()})
+    def keep(module: ModuleType, found: dict[str, list[str]]) -> None:
+        kept.setdefault(module, []).append({key: list(names) for key, names in found.items()})
 
     def raised_recordings(module: ModuleType) -> list[dict[str, list[str]]]:
-        """What each :func:`recorded_call` that raised in this process
-        recorded, in order (``module`` is not used). A kernel that ran in a
-        call that then failed still ran. The grader also checks that there
-        is one per observed call that raised."""
-        return [{key: list(names) for key, names in found.items()} for found in kept]
+        """What each :func:`recorded_call` on ``module`` that raised
+        recorded, in order. A kernel that ran in a call that then failed
+        still ran. The grader also checks that there is one per observed
+        call that raised."""
+        return [{key: list(names) for key, names in found.items()} for found in kept.get(module, [])]
 
     return keep, raised_recordings
 
@@ -203,7 +205,7 @@ def recorded_call(module: ModuleType, probe: str, kwargs: dict) -> dict:
         with recording(python_dispatch=False) as found:
             value = inner(module, **kwargs)
     except BaseException:
-        _keep_raised(found)
+        _keep_raised(module, found)
         raise
     return {"value": value, "ops": found}
 
