@@ -117,7 +117,11 @@ def recording(python_dispatch: bool = True) -> Iterator[dict[str, list[str]]]:
         with recorder:
             yield found
     finally:  # filled when the block raised too: what ran before the error counts
-        events = _DISABLE()
+        try:
+            events = _DISABLE()
+        except BaseException:
+            found.clear()  # the profiler was switched off inside: nothing it shows can be trusted
+            raise
         if python_dispatch:
             found["dispatch"] = sorted(op for op in recorder.ops if op.startswith("aten::"))
         names = {e.name() for thread in events for e in thread}  # one call into the profiler's event per event
