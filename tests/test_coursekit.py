@@ -81,3 +81,35 @@ def test_a_misspelled_function_gets_one_line_not_a_traceback(tmp_path):
     assert done.returncode == 1, done.stdout
     assert "softmax.py defines no 'softmax'" in done.stdout and "softmax.py 中没有 'softmax'" in done.stdout
     assert "AttributeError" not in done.stdout                  # no traceback into the probe library
+
+
+def test_compare_tensors_accepts_exactly_what_its_rule_accepts():
+    """The one-pass check (isclose in float64) and the rule it stands for:
+    NaN where NaN, the same infinities, |a - e| <= atol + rtol * |e|."""
+    import random
+
+    def rule(a, e, atol, rtol):
+        af, ef = a.to(torch.float64), e.to(torch.float64)
+        if not torch.equal(af.isnan(), ef.isnan()):
+            return False
+        keep = ~af.isnan()
+        x, y = af[keep], ef[keep]
+        diff = (x - y).abs()
+        diff[torch.isinf(x) & torch.isinf(y) & (x == y)] = 0.0
+        return not bool((diff > atol + rtol * y.abs().nan_to_num(posinf=0.0, neginf=0.0)).any())
+
+    rng = random.Random(19)
+    specials = [float("nan"), float("inf"), float("-inf"), 0.0, 1e-5, -1e-5, 1e30]
+    for _ in range(3000):
+        size = rng.randint(1, 5)
+        e = torch.tensor([rng.choice(specials) if rng.random() < 0.3 else rng.gauss(0, 1) for _ in range(size)])
+        a = e.clone()
+        for i in range(size):
+            if rng.random() < 0.2:
+                a[i] = rng.choice(specials)
+            elif rng.random() < 0.4:
+                a[i] += rng.choice([1e-6, 1e-5, 2e-5, 1e-4, 1e-3]) * rng.choice([-1, 1])
+        atol, rtol = rng.choice([(1e-5, 1e-4), (1e-10, 1e-9), (0.0, 0.0), (3e-3, 1e-2)])
+        for dtype in (torch.float32, torch.float64):
+            x, y = a.to(dtype), e.to(dtype)
+            assert (compare_tensors(x, y, atol=atol, rtol=rtol) is None) == rule(x, y, atol, rtol), (x, y, atol, rtol)
