@@ -193,10 +193,10 @@ def failed_calls_rule(families: tuple[str, ...]) -> Callable[[object, object], s
         if not isinstance(submitted, list):
             return _UNRECORDED
         for found in submitted:
-            ops = all_ops(found)
-            if ops is None:
+            recorded = _kernels_recorded(found, families)
+            if recorded is None:
                 return _UNRECORDED
-            if forbidden_kernels(ops, families):
+            if recorded[1]:
                 return ran
         return None
 
