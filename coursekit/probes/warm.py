@@ -65,8 +65,8 @@ def operators() -> None:
     it runs in a process is built lazily: the dispatch mode's Python object
     for each operator (~0.3 ms each), kernel lookups, static tables. Built
     once here, in the fork-server, each child finds them ready: a child of
-    exercise 01 ran ~6 ms (a fifth of its probe calls) and ~640 page faults
-    less. Called by the server's warm-up; the global random state is left
+    exercise 01 used ~4 ms of CPU and ~530 page faults less (A/B in one
+    run). Called by the server's warm-up; the global random state is left
     as it was."""
     if "operators" in _DONE:
         return
@@ -103,7 +103,7 @@ def _operator_workload(dtype: torch.dtype) -> None:
     w = z.mean(-1, keepdim=True) + z.var(-1, keepdim=True, unbiased=False) + z.pow(2).sqrt() + torch.rsqrt(z.abs() + 1)
     w = w + z.log1p().abs() + (z > 0).to(dtype) + (z == 0).to(dtype) + (z < 0).logical_not().to(dtype) + z.sign()
     w = w + torch.tanh(z) + torch.sigmoid(z) + torch.full_like(z, 2.0) + torch.ones_like(z) + z.clone().detach()
-    w = w + z.masked_fill(~blocked, 0.0) + F.relu(z) + F.gelu(z) + z.squeeze(0).unsqueeze(0) + _math_scale(z)
+    w = w + z.masked_fill(~blocked, 0.0) + F.relu(z) + F.gelu(z) + z.squeeze(0).unsqueeze(0) + z / 5**0.5 / 8 - z.neg()
     w = w + z.index_select(-1, torch.arange(5)) + z.gather(-1, where_top.expand(-1, -1, -1, 5)) + torch.sin(z) * torch.cos(z)
     linear, norm, embed = nn.Linear(5, 5).to(dtype), nn.LayerNorm(5).to(dtype), nn.Embedding(7, 5).to(dtype)
     hidden = norm(linear(x) + embed(torch.tensor([[1, 2, 3, 4]])).unsqueeze(1))
@@ -112,7 +112,3 @@ def _operator_workload(dtype: torch.dtype) -> None:
         + (context.sum() + paired + positions.sum() + weights.sum()) * 0
     loss.backward()
     torch.equal(x, x), x.any(), (x > 0).all(), x.argmax(-1), x.topk(2, -1), x.sort(-1), x.norm(), x.detach().numpy()
-
-
-def _math_scale(z: torch.Tensor) -> torch.Tensor:
-    return z / z.shape[-1] ** 0.5 * (1 / 8) - z.neg()

@@ -161,15 +161,16 @@ def serve(ctl: socket.socket) -> None:
     children: dict[int, int] = {}
     released: list[int] = []
     # The heap in huge pages makes each later fork cheaper: ~0.1 s, repaid
-    # after ~40 runs (~2.5 ms each), so done from the COLLAPSE_AFTER-th run
-    # on (a class of one never waits for it), while a run's child works and
-    # no message waits; again after a probe module's import.
-    idle_work: list = []
-    runs_uncollapsed = 0
+    # after ~40 runs (~2.5 ms each), so done after the COLLAPSE_AFTER-th run
+    # (a class of one never waits for it), while a run's child works and no
+    # message waits; again after a probe module's import adds to the heap.
+    runs_to_collapse: int | None = COLLAPSE_AFTER  # None: collapsed, nothing added since
+    collapse_now = False
     while True:
         released = [pid for pid in released if not _reaped_now(pid)]
-        if idle_work and not select.select([ctl], [], [], 0)[0]:
-            idle_work.pop()()
+        if collapse_now and not select.select([ctl], [], [], 0)[0]:
+            hugeheap.collapse()
+            collapse_now = False
             continue
         if released and not select.select([ctl], [], [], 0.05)[0]:
             continue
@@ -189,7 +190,8 @@ def serve(ctl: socket.socket) -> None:
             if load_probes(message["spec"].get("probes")):
                 old = spares.discard()
                 released += [old] if old else []
-                runs_uncollapsed = max(runs_uncollapsed, 1)
+                if runs_to_collapse is None:
+                    runs_to_collapse = COLLAPSE_AFTER - 1
             try:
                 pid = _hand_over(spares, message["spec"], fds, released)
             except OSError as exc:
@@ -200,10 +202,10 @@ def serve(ctl: socket.socket) -> None:
             children[message["id"]] = pid
             _reply(ctl, {"op": "started", "id": message["id"], "pid": pid})
             spares.refill()  # while the run runs
-            if runs_uncollapsed >= 0:
-                runs_uncollapsed += 1
-                if runs_uncollapsed >= COLLAPSE_AFTER:
-                    idle_work[:], runs_uncollapsed = [hugeheap.collapse], -1
+            if runs_to_collapse is not None:
+                runs_to_collapse -= 1
+                if runs_to_collapse == 0:
+                    collapse_now, runs_to_collapse = True, None
         elif message["op"] == "release":  # killed and no status wanted: reap whenever it is gone
             pid = children.pop(message["id"], None)
             if pid:
