@@ -315,6 +315,7 @@ def test_the_no_forbidden_calls_check_judges_every_observed_call_of_every_check(
     """Not only the calls of the check it names: a built-in run only on the
     inputs of another check (those with -inf entries, say) fails it too."""
     from grader.checks.forbidden import kernels_in_observed_calls
+    from grader.sandbox import CallResult
 
     rule = kernels_in_observed_calls(FAMILIES)
     plan, run, reference = _observed_run({})
@@ -327,6 +328,9 @@ def test_the_no_forbidden_calls_check_judges_every_observed_call_of_every_check(
     plan, run, reference = _observed_run({last: [{"profiler": []}]}, raised={blocked})  # judged there
     assert rule(plan.calls, run, reference) is None
     plan, run, reference = _observed_run({last: []}, raised={blocked})  # code that emptied the store
+    assert rule(plan.calls, run, reference) == "the operators your code ran could not be recorded"
+    plan, run, reference = _observed_run({})  # a result the child could not send: its recording is lost
+    run.calls[blocked] = CallResult(False, error_type="ProtocolError", error="not plain data")
     assert rule(plan.calls, run, reference) == "the operators your code ran could not be recorded"
     tampered = {"value": builtin["value"], "ops": {"profiler": [], "dispatch": ["aten::exp"]}}
     plan, run, reference = _observed_run({blocked: tampered})

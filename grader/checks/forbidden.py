@@ -223,9 +223,12 @@ def kernels_in_observed_calls(families: tuple[str, ...]) -> Callable[[Sequence[P
             if call.probe != RECORDED_CALL:
                 continue
             if not run.calls[index].ok:
-                # Raised in the probe (a result that is not plain data fails
-                # later, in the child's encoding, with nothing kept)
-                raised += run.calls[index].error_type != "ProtocolError"
+                if run.calls[index].error_type == "ProtocolError":
+                    # A result that is not plain data fails in the child's
+                    # encoding, after the probe returned: its recording came
+                    # back with nothing and was kept nowhere.
+                    return _UNRECORDED
+                raised += 1
                 continue
             mine, theirs = run.calls[index].value, expected.calls[index].value
             if (reason := kernels(mine.get("ops") if isinstance(mine, dict) else None,
