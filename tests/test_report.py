@@ -403,3 +403,21 @@ def test_class_report_lists_similar_submissions(records, tmp_path, course):
     broken = for_report(course, [course.exercise("06")], tmp_path / "no-such-folder")
     assert broken[0] == [] and broken[1].startswith("similarity not computed")
     assert "similarity not computed" in write_html_report(course, records, tmp_path / "r2", similarity=broken).read_text()
+
+
+def test_class_report_lists_the_first_similar_pairs_and_counts_the_rest(records, tmp_path, course):
+    """A class of near-copies has thousands of pairs (300 sample students:
+    14,706, a 4 MB page): the report lists REPORT_PAIRS, the most alike,
+    and says how many more there are, read from the texts grading collected."""
+    from grader.course import REPO_ROOT
+    from grader.run.similarity import REPORT_PAIRS, for_report
+
+    original = (REPO_ROOT / "solutions" / "06_multihead" / "multihead.py").read_text()
+    students = [f"s{i:02d}" for i in range(20)]  # 190 pairs of one text
+    similar = for_report(course, [course.exercise("06")], {"06": {s: original for s in students}})
+    (report,) = similar[0]
+    assert len(report.pairs) == REPORT_PAIRS < 190 and report.more == 190 - REPORT_PAIRS
+    assert [(p.first, p.second) for p in report.pairs[:2]] == [("s00", "s01"), ("s00", "s02")]
+    html = write_html_report(course, records, tmp_path / "report", similarity=similar).read_text()
+    section = html.split('id="similarity"')[1].split("</details>")[0]
+    assert section.count(" ~ ") == REPORT_PAIRS and f"and {190 - REPORT_PAIRS} more pair(s)" in section

@@ -3,6 +3,7 @@ solutions and code every student was given are not."""
 from __future__ import annotations
 
 import json
+import os
 import random
 import re
 import subprocess
@@ -116,3 +117,31 @@ def test_similarity_does_not_import_pyplot_and_leaves_the_real_one_importable():
             "import matplotlib.pyplot as plt; assert hasattr(plt, 'figure'); print('ok')")
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True)
     assert done.stdout.strip() == "ok", done.stderr
+
+
+def test_a_limit_lists_the_most_alike_pairs_first_and_counts_the_rest(course):
+    """The class report asks for the first pairs only: they are exactly the
+    head of the full list, and ``more`` counts the others without listing them."""
+    exercise = course.exercise("06")
+    original = _reference("06_multihead", "multihead.py")
+    longer = original + "\n\ndef helper(x):\n    total = 0\n    for v in x:\n        total += v * v\n    return total\n"
+    sources = {f"s{i:02d}": (original, renamed(original), longer)[i % 3] for i in range(12)}
+    everything = similar_pairs("06", sources, given_code(exercise), threshold=0.0)
+    assert everything.more == 0 and len(everything.pairs) == 12 * 11 // 2
+    for limit in (0, 1, 5, 15, 66, 100):
+        head = similar_pairs("06", sources, given_code(exercise), threshold=0.0, limit=limit)
+        assert head.pairs == everything.pairs[:limit]
+        assert head.more == len(everything.pairs) - len(head.pairs)
+
+
+def test_fingerprints_are_the_same_in_every_process():
+    """copydetect hashes with the built-in hash(), salted per process: the
+    same class gave other pairs and other "too short" lists from one run to
+    the next. Two processes with different salts must agree."""
+    code = ("import hashlib, sys\nfrom grader.report.similarity import _fingerprint\n"
+            "src = open(sys.argv[1]).read()\n"
+            "print(hashlib.sha256(repr(sorted(_fingerprint(src, []).hashes)).encode()).hexdigest())\n")
+    source = REPO_ROOT / "solutions" / "06_multihead" / "multihead.py"
+    digests = {subprocess.run([sys.executable, "-c", code, str(source)], cwd=REPO_ROOT, capture_output=True, text=True,
+                              env={**os.environ, "PYTHONHASHSEED": seed}, check=True).stdout for seed in ("1", "2")}
+    assert len(digests) == 1, digests

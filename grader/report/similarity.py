@@ -16,6 +16,7 @@ as too short to judge, not compared.
 """
 from __future__ import annotations
 
+import hashlib
 import io
 import itertools
 import logging
@@ -37,7 +38,18 @@ def _import_copydetect():
         import copydetect
     finally:
         del sys.modules["matplotlib.pyplot"]  # anyone else's import gets the real one
+    # copydetect hashes k-grams with the built-in hash(), salted per process
+    # (PYTHONHASHSEED): which fingerprints winnowing keeps, and so which
+    # submissions are "too short" and which pairs are listed, changed from
+    # one `grader grade` to the next. Its module global shadows the built-in.
+    copydetect.utils.hash = _stable_hash
     return copydetect
+
+
+def _stable_hash(kgram: str) -> int:
+    """A k-gram's 64-bit hash, the same in every process."""
+    digest = hashlib.blake2b(kgram.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "little", signed=True)
 
 
 _copydetect = _import_copydetect()
@@ -71,9 +83,10 @@ class SimilarPair:
 @dataclass(frozen=True)
 class SimilarityReport:
     exercise: str
-    pairs: list[SimilarPair]      # at or above the threshold, most alike first
+    pairs: list[SimilarPair]      # at or above the threshold, most alike first (at most the limit asked for)
     compared: list[str]           # students whose code was compared
     too_short: list[str]          # students whose own code was too short to judge
+    more: int = 0                 # pairs at or above the threshold beyond the limit, not listed
 
 
 def _fingerprint(source: str, boilerplate: list[int]) -> CodeFingerprint:
@@ -93,12 +106,15 @@ def boilerplate_hashes(sources: Iterable[str]) -> list[int]:
 
 def similar_pairs(exercise: str, sources: Mapping[str, str], boilerplate: Iterable[str] = (),
                   threshold: float = DEFAULT_THRESHOLD,
-                  min_fingerprints: int = DEFAULT_MIN_FINGERPRINTS) -> SimilarityReport:
+                  min_fingerprints: int = DEFAULT_MIN_FINGERPRINTS, limit: int | None = None) -> SimilarityReport:
     """Compare every pair of ``sources`` (student -> module text) of one exercise.
 
     Each distinct text is fingerprinted once and each pair of distinct texts
     compared once (students who hand in the same bytes share the result):
-    the untouched stubs and copied files of a class cost nothing extra."""
+    the untouched stubs and copied files of a class cost nothing extra.
+    ``limit``: list only that many pairs, the most alike first, and count
+    the rest in ``more`` (30 students with one file are 435 pairs; a class
+    of near-copies, tens of thousands: the class report lists the first)."""
     logging.getLogger().setLevel(max(logging.getLogger().level, logging.ERROR))  # copydetect warns on empty files
     given = boilerplate_hashes(boilerplate)
     by_text: dict[str, list[str]] = {}
@@ -111,20 +127,49 @@ def similar_pairs(exercise: str, sources: Mapping[str, str], boilerplate: Iterab
             too_short += students
         else:
             prints[text] = fingerprint
-    pairs = []
+    alike = _alike_texts(prints, threshold)
+    listed, total = _student_pairs(exercise, alike, by_text, sources, limit)
+    compared = sorted(student for text in prints for student in by_text[text])
+    return SimilarityReport(exercise, listed, compared, sorted(too_short), more=total - len(listed))
+
+
+def _alike_texts(prints: dict[str, CodeFingerprint], threshold: float) -> list[tuple[str, str, dict[str, float]]]:
+    """Each pair of distinct texts (a text with itself too) at or above the
+    threshold: (first, second, each one's share covered by the other)."""
+    alike = []
     texts = list(prints)
     for i, first_text in enumerate(texts):
         for second_text in texts[i:]:
             _, (first_covered, second_covered), _ = compare_files(prints[first_text], prints[second_text])
             covered = {first_text: float(first_covered), second_text: float(second_covered)}
-            if min(covered.values()) < threshold:
-                continue
+            if min(covered.values()) >= threshold:
+                alike.append((first_text, second_text, covered))
+    return alike
+
+
+def _student_pairs(exercise: str, alike: list[tuple[str, str, dict[str, float]]], by_text: dict[str, list[str]],
+                   sources: Mapping[str, str], limit: int | None) -> tuple[list[SimilarPair], int]:
+    """The students' pairs of ``alike`` texts, most alike first, at most
+    ``limit`` of them, and how many there are in all (counted, not listed).
+    A pair's similarity is its texts' (the smaller share), so the pairs are
+    made one similarity at a time, from the highest, until the limit is met."""
+    def count(first_text: str, second_text: str) -> int:
+        n, m = len(by_text[first_text]), len(by_text[second_text])
+        return n * (n - 1) // 2 if first_text == second_text else n * m
+
+    total = sum(count(a, b) for a, b, _ in alike)
+    listed: list[SimilarPair] = []
+    for _, level in itertools.groupby(sorted(alike, key=lambda t: -min(t[2].values())), key=lambda t: min(t[2].values())):
+        if limit is not None and len(listed) >= limit:
+            break
+        pairs = []
+        for first_text, second_text, covered in level:
             group = by_text[first_text]
             others = itertools.combinations(group, 2) if first_text == second_text else \
                 itertools.product(group, by_text[second_text])
             for a, b in others:
                 first, second = sorted((a, b))
                 pairs.append(SimilarPair(exercise, first, second, covered[sources[first]], covered[sources[second]]))
-    pairs.sort(key=lambda p: (-p.similarity, p.first, p.second))
-    compared = sorted(student for text in prints for student in by_text[text])
-    return SimilarityReport(exercise, pairs, compared, sorted(too_short))
+        pairs.sort(key=lambda p: (p.first, p.second))
+        listed += pairs if limit is None else pairs[:limit - len(listed)]
+    return listed, total

@@ -138,7 +138,8 @@ def settled_heap() -> Iterator[None]:
 def grade_class(course: Course, exercises: list[Exercise], submissions_dir: Path, gradebook: Gradebook,
                 judge: Judge | None, workdir: Path, *, jobs: int = 2,
                 on_result: Callable[[Task, Record | None], None] | None = None,
-                on_plan: Callable[[int], None] | None = None, root: Path = REPO_ROOT,
+                on_plan: Callable[[int], None] | None = None,
+                on_collected: Callable[[list[Submission]], None] | None = None, root: Path = REPO_ROOT,
                 executor: Executor | None = None, sources: dict[str, Path] | None = None,
                 bare_modules: bool = False, students: set[str] | None = None, force: bool = False) -> ClassRun:
     """Grade every submission in ``submissions_dir`` into ``gradebook``.
@@ -146,9 +147,13 @@ def grade_class(course: Course, exercises: list[Exercise], submissions_dir: Path
     ``executor`` runs the judging (default: ``jobs`` threads here, with
     ``judge``); whatever runs it, only this process writes the gradebook.
     ``sources`` and ``bare_modules``: see :func:`grader.intake.submissions.collect`;
-    ``students``: only these; ``force``: grade again what is already graded."""
+    ``students``: only these; ``force``: grade again what is already graded;
+    ``on_collected``: given the collected class before any is judged (their
+    folders live as long as ``workdir``)."""
     submissions = collect(submissions_dir, course, exercises, workdir, root, sources=sources,
                           bare_modules=bare_modules)
+    if on_collected is not None:
+        on_collected(submissions)
     if students:
         submissions = [s for s in submissions if s.student in students]
     run = ClassRun(submissions)

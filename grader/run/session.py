@@ -5,11 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import itertools
 import os
 import tempfile
 import threading
-from collections.abc import Callable
 from pathlib import Path
 
 from rich.console import Console
@@ -68,7 +66,7 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
         return EXIT_BAD_INPUT
     limits = Limits.from_grading(course.grading, timeout_s=timeout, memory_mb=memory)
     root = course_path.resolve().parent
-    similarity = _similarity_beside_grading(course, exercises, submissions, root)
+    similarity = _SimilarityBesideGrading(course, exercises, root)
     try:
         with Gradebook(db) as gradebook, contextlib.ExitStack() as stack, \
                 tempfile.TemporaryDirectory(prefix="grade-") as workdir:
@@ -87,6 +85,7 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
 
                 run = grade_class(course, exercises, submissions, gradebook, judge, Path(workdir), jobs=jobs,
                                   executor=runner, on_result=advance, root=root, on_plan=lambda n: progress.update(bar, total=n),
+                                  on_collected=similarity.start,
                                   students=set(students or []), force=force)
             records = [r for r in (gradebook.get(k) for k in run.keys) if r is not None]
             lateness, late_problems = assess_class(course, run.submissions, run.keys, homework)
@@ -134,7 +133,7 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
         out.mkdir(parents=True, exist_ok=True)
         write_grades_csv(records, out / "grades.csv")
         write_results_json(records, out / "results.json")
-        similar = similarity(run.submissions) if records else ([], "")
+        similar = similarity.result() if records else ([], "")
         index = write_html_report(course, records + exam_totals, out / "report", exam_stats=exams, similarity=similar)
     except OSError as exc:
         console.print(f"cannot write the reports to {out}: {exc.strerror} ({exc.filename})", markup=False)
@@ -145,34 +144,38 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
     return EXIT_OK
 
 
-def _similarity_beside_grading(course, exercises, submissions: Path,
-                               root: Path) -> Callable[[list], tuple[list, str]]:
-    """Start the report's similarity section in a thread now, while the
-    class is graded (it reads the submissions folder on its own, and mostly
-    runs while the grader waits: for the fork-server, the references, the
-    children), and return what gives it once grading is done. Without two
-    hand-ins of one exercise there is no pair to compare, and the report
-    says so."""
-    found: dict[str, tuple[list, str]] = {}
-    none = ([], "similarity not computed: no exercise has two submissions to compare")
-    with os.scandir(submissions) as entries:
-        if len(list(itertools.islice(entries, 2))) < 2:  # a class of one: no thread, no copydetect
-            return lambda graded: none
+class _SimilarityBesideGrading:
+    """The report's similarity section, computed in a thread while the class
+    is graded (it mostly runs while the grader waits: for the fork-server,
+    the references, the children). It starts from the class grading has
+    just collected (:meth:`start`), so the submissions are read and checked
+    once. Without two hand-ins of one exercise there is no pair to compare,
+    and the report says so."""
 
-    def compute() -> None:
-        from grader.run.similarity import for_report  # never raises
+    NONE = ([], "similarity not computed: no exercise has two submissions to compare")
 
-        found["similarity"] = for_report(course, exercises, submissions, root)
+    def __init__(self, course, exercises, root: Path) -> None:
+        self.course, self.exercises, self.root = course, exercises, root
+        self.found: dict[str, tuple[list, str]] = {}
+        self.thread: threading.Thread | None = None
 
-    thread = threading.Thread(target=compute, daemon=True, name="similarity")
-    thread.start()
+    def start(self, collected: list) -> None:
+        """Read the collected modules now (their folders go with grading's
+        work folder) and compare them in a thread."""
+        from grader.run.similarity import for_report, handed_in
 
-    def result(graded: list) -> tuple[list, str]:
-        handed_in = [sum(1 for s in graded if (part := s.exercises.get(e.id)) is not None and part.folder is not None)
-                     for e in exercises]
-        if max(handed_in, default=0) < 2:
-            return none
-        thread.join()
-        return found.get("similarity", ([], "similarity not computed: it stopped with an error"))
+        texts = handed_in(self.exercises, collected)
+        if max((len(by_student) for by_student in texts.values()), default=0) < 2:
+            return  # a class of one: no thread, no copydetect
 
-    return result
+        def compute() -> None:
+            self.found["similarity"] = for_report(self.course, self.exercises, texts, self.root)  # never raises
+
+        self.thread = threading.Thread(target=compute, daemon=True, name="similarity")
+        self.thread.start()
+
+    def result(self) -> tuple[list, str]:
+        if self.thread is None:
+            return self.NONE
+        self.thread.join()
+        return self.found.get("similarity", ([], "similarity not computed: it stopped with an error"))

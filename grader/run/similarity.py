@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from pathlib import Path
 
 from grader.course import REPO_ROOT, Course, CourseError, Exercise, load_course
-from grader.intake.submissions import collect
+from grader.intake.submissions import Submission, collect
 
 if TYPE_CHECKING:
     from grader.report.similarity import SimilarityReport
@@ -26,22 +26,35 @@ def given_code(exercise: Exercise, root: Path = REPO_ROOT) -> list[str]:
 
 
 def class_similarity(course: Course, exercises: list[Exercise], submissions: Path, threshold: float,
-                     root: Path = REPO_ROOT) -> list[SimilarityReport]:
+                     root: Path = REPO_ROOT, limit: int | None = None) -> list[SimilarityReport]:
     """One report per exercise, over every student who handed in its module."""
-    from grader.report.similarity import similar_pairs  # copydetect: imported when used
-
     with tempfile.TemporaryDirectory(prefix="similarity-") as workdir:
         found = collect(submissions, course, exercises, Path(workdir), root)
-        reports = []
-        for exercise in exercises:
-            sources = {}
-            for submission in found:
-                part = submission.exercises.get(exercise.id)
-                if part is not None and part.folder is not None:
-                    sources[submission.student] = (part.folder / exercise.module).read_text(
-                        encoding="utf-8", errors="replace")
-            reports.append(similar_pairs(exercise.id, sources, given_code(exercise, root), threshold))
-    return reports
+        sources = handed_in(exercises, found)
+    return similarity_of(exercises, sources, threshold, root, limit)
+
+
+def handed_in(exercises: list[Exercise], found: list[Submission]) -> dict[str, dict[str, str]]:
+    """Exercise id -> student -> the text of the module they handed in,
+    read from collected submissions (their folders may not outlive this)."""
+    sources: dict[str, dict[str, str]] = {}
+    for exercise in exercises:
+        texts = sources[exercise.id] = {}
+        for submission in found:
+            part = submission.exercises.get(exercise.id)
+            if part is not None and part.folder is not None:
+                texts[submission.student] = (part.folder / exercise.module).read_text(encoding="utf-8",
+                                                                                      errors="replace")
+    return sources
+
+
+def similarity_of(exercises: list[Exercise], sources: dict[str, dict[str, str]], threshold: float,
+                  root: Path = REPO_ROOT, limit: int | None = None) -> list[SimilarityReport]:
+    """One report per exercise from :func:`handed_in`'s texts."""
+    from grader.report.similarity import similar_pairs  # copydetect: imported when used
+
+    return [similar_pairs(e.id, sources.get(e.id, {}), given_code(e, root), threshold, limit=limit)
+            for e in exercises]
 
 
 def write_json(reports: list[SimilarityReport], out: Path) -> None:
@@ -49,12 +62,21 @@ def write_json(reports: list[SimilarityReport], out: Path) -> None:
                                for r in reports], indent=1))
 
 
-def for_report(course: Course, exercises: list[Exercise], submissions: Path, root: Path = REPO_ROOT,
-               threshold: float = 0.7) -> tuple[list[SimilarityReport], str]:
-    """The class report's similarity section: (reports, "") or ([], why not).
-    Never raises: similarity is a list to look at, and grading is done."""
+# The class report lists this many pairs per exercise, the most alike
+# first, and counts the rest (`grader similarity` lists them all).
+REPORT_PAIRS = 100
+
+
+def for_report(course: Course, exercises: list[Exercise], submissions: Path | dict[str, dict[str, str]],
+               root: Path = REPO_ROOT, threshold: float = 0.7) -> tuple[list[SimilarityReport], str]:
+    """The class report's similarity section: (reports, "") or ([], why not),
+    from the submissions folder or from :func:`handed_in`'s texts of a
+    class already collected. Never raises: similarity is a list to look at,
+    and grading is done."""
     try:
-        return class_similarity(course, exercises, submissions, threshold, root), ""
+        if isinstance(submissions, dict):
+            return similarity_of(exercises, submissions, threshold, root, REPORT_PAIRS), ""
+        return class_similarity(course, exercises, submissions, threshold, root, REPORT_PAIRS), ""
     except ImportError as exc:   # copydetect is in the [grader] extra
         return [], f"similarity not computed: {exc.name or exc} is not installed"
     except Exception as exc:  # noqa: BLE001 - the grades are written; say why this part is missing
