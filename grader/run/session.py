@@ -164,7 +164,11 @@ class _SimilarityBesideGrading:
         work folder) and compare them in a thread."""
         from grader.run.similarity import for_report, handed_in
 
-        texts = handed_in(self.exercises, collected)
+        try:
+            texts = handed_in(self.exercises, collected)
+        except Exception as exc:  # noqa: BLE001 - never stops the grading
+            self.found["similarity"] = ([], f"similarity not computed: {type(exc).__name__}")
+            return
         if max((len(by_student) for by_student in texts.values()), default=0) < 2:
             return  # a class of one: no thread, no copydetect
 
@@ -176,6 +180,6 @@ class _SimilarityBesideGrading:
 
     def result(self) -> tuple[list, str]:
         if self.thread is None:
-            return self.NONE
+            return self.found.get("similarity", self.NONE)
         self.thread.join()
         return self.found.get("similarity", ([], "similarity not computed: it stopped with an error"))
