@@ -96,3 +96,76 @@ def test_a_list_of_str_travels_as_one_joined_text_and_a_forged_one_is_refused():
             decode(forged)
     with pytest.raises(CodecError):
         decode(b"z" + (2**31).to_bytes(4, "little") + two[5:], max_items=1000)  # over the item budget
+
+
+def _nest(depth: int, leaf: object) -> object:
+    for i in range(depth):
+        leaf = [leaf] if i % 3 else ({"k": leaf} if i % 2 else (leaf,))
+    return leaf
+
+
+@pytest.mark.parametrize("leaf", [1, "x", None, torch.ones(2), ["a", "b"], []])
+def test_the_codec_and_validate_draw_the_depth_line_at_the_same_place(leaf):
+    """wire.loads trusts the decoder instead of walking the value again:
+    both sides must refuse exactly what validate refuses."""
+    for depth in range(wire.MAX_DEPTH - 2, wire.MAX_DEPTH + 3):
+        value = _nest(depth, leaf)
+        try:
+            wire.validate(value)
+            valid = True
+        except wire.ProtocolError:
+            valid = False
+        try:
+            payload = encode(value)
+        except CodecError:
+            assert not valid, depth
+            continue
+        assert valid, depth
+        wire.validate(wire.loads(payload))
+
+
+def test_whatever_decodes_is_what_validate_accepts_and_encoding_refuses_the_rest():
+    """Random values at and around every limit: encoding succeeds exactly when
+    validate accepts, and the decoded value always validates."""
+    rng = random.Random(23)
+    scalars = [None, True, 3, -2**70, 0.5, complex(1, 2), "s", "a\0b", torch.float32]
+    tensors = [lambda: torch.randn(2, 3), lambda: torch.arange(6).reshape(2, 3).T, lambda: torch.zeros(0, 2),
+               lambda: torch.ones(1).expand(2**27), lambda: torch.zeros(1).expand(2**40),
+               lambda: torch.ones(2).as_subclass(torch.nn.Parameter), lambda: torch.eye(2).to_sparse()]
+
+    def draw(depth: int) -> object:
+        kind = rng.random()
+        if depth > wire.MAX_DEPTH + 2 or kind < 0.35:
+            return rng.choice(scalars)
+        if kind < 0.45:
+            return rng.choice(tensors)()
+        items = [draw(depth + 1) for _ in range(rng.randint(0, 3))]
+        if kind < 0.6:
+            return items
+        if kind < 0.7:
+            return tuple(items)
+        if kind < 0.75:
+            return [rng.choice(["aten::exp", "", "注意"]) for _ in range(rng.randint(1, 3))]
+        if kind < 0.8:
+            return {1: items}
+        return {f"k{i}": item for i, item in enumerate(items)}
+
+    for _ in range(400):
+        value = _nest(rng.randint(0, wire.MAX_DEPTH + 1), draw(0)) if rng.random() < 0.3 else draw(0)
+        try:
+            wire.validate(value)
+            valid = True
+        except wire.ProtocolError:
+            valid = False
+        try:
+            payload = encode(value)
+        except CodecError:
+            assert not valid, value
+            continue
+        assert valid, value
+        wire.validate(wire.loads(payload))
+
+
+def test_an_expanded_view_claiming_terabytes_is_refused_before_it_is_materialised():
+    with pytest.raises(CodecError, match="too large"):
+        encode({"x": torch.zeros(1).expand(2**40)})

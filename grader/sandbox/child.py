@@ -223,8 +223,7 @@ def _call(i: int, fn, module, kwargs: dict) -> tuple[dict, object, bytes | None]
     except BaseException as exc:  # SystemExit, KeyboardInterrupt too: it is the call's failure
         return _error(i, exc), wire.NO_VALUE, None
     try:
-        wire.validate(value)
-        payload = wire.dumps(value)
+        payload = wire.dumps(value)  # refuses what is not plain data, as the grader's decoding would
         if len(payload) > wire.MAX_FRAME:
             raise wire.ProtocolError(f"result is too large ({len(payload) >> 20} MiB)")
     except BaseException as exc:

@@ -22,8 +22,12 @@ A value is a one-byte tag and its body, little-endian:
               the contiguous tensor: their length is implied by the shape)
 
 Decoding checks every length against what is left, the depth, the item
-count and the dtype names, and raises :class:`CodecError` for anything else;
-``wire.loads`` still runs ``validate`` on the result.
+count and the dtype names, and raises :class:`CodecError` for anything else.
+What it returns is plain data within the limits ``wire.validate`` checks
+(exact types, depth, items; tensors dense, on the CPU, no larger than the
+payload), so ``wire.loads`` does not walk the value a second time; encoding
+refuses the same things up front (a tensor larger than
+:data:`MAX_TENSOR_BYTES` before it is made contiguous).
 """
 from __future__ import annotations
 
@@ -34,7 +38,8 @@ import torch
 
 _U8, _U32, _U64, _F64 = struct.Struct("<B"), struct.Struct("<I"), struct.Struct("<Q"), struct.Struct("<d")
 _C128 = struct.Struct("<dd")
-MAX_DEPTH = 64
+MAX_DEPTH = 32
+MAX_TENSOR_BYTES = 64 * 1024 * 1024  # = wire.MAX_FRAME: a larger tensor could not travel in a frame anyway
 MAX_DIMS = 32
 MAX_INT_DIGITS = 5000  # Python's own default limit for int('...') (sys.int_info.default_max_str_digits)
 
@@ -46,6 +51,9 @@ DTYPES: dict[str, torch.dtype] = {
         torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)
 }
 _NAMES = {d: n.encode() for n, d in DTYPES.items()}
+
+
+_SCALAR_TYPES = frozenset((type(None), bool, int, float, complex, str))
 
 
 class CodecError(ValueError):
@@ -67,9 +75,9 @@ def encode_list(encoded_items: list[bytes]) -> bytes:
 
 
 def _encode(v: Any, out: list[bytes], depth: int) -> None:
-    if depth > MAX_DEPTH:
-        raise CodecError(f"nested deeper than {MAX_DEPTH}")
     t = type(v)
+    if depth > MAX_DEPTH and t not in _SCALAR_TYPES:  # as validate counts: a scalar may sit one deeper
+        raise CodecError(f"nested deeper than {MAX_DEPTH}")
     if v is None:
         out.append(b"N")
     elif t is bool:
@@ -106,6 +114,8 @@ def _encode(v: Any, out: list[bytes], depth: int) -> None:
         out += [b"y", *_dtype_bytes(v)]
     elif t is torch.Tensor:
         _encode_tensor(v, out)
+    elif isinstance(v, torch.Tensor):
+        raise CodecError(f"a {t.__name__} (a torch.Tensor subclass); only plain tensors may come back")
     else:
         raise CodecError(f"a {t.__module__}.{t.__qualname__} is not plain data")
 
@@ -127,6 +137,8 @@ def _encode_tensor(v: torch.Tensor, out: list[bytes]) -> None:
         raise CodecError(f"only dense CPU tensors can be sent ({v.layout}, {v.device})")
     if v.dim() > MAX_DIMS:
         raise CodecError(f"a tensor of {v.dim()} dimensions")
+    if v.numel() * v.element_size() > MAX_TENSOR_BYTES:  # an expanded view can claim terabytes over a tiny storage
+        raise CodecError(f"a tensor of shape {tuple(v.shape)} is too large")
     v = v.detach().resolve_conj().resolve_neg().contiguous()
     out += [b"x", *_dtype_bytes(v.dtype), _U8.pack(v.dim()), *(_U64.pack(n) for n in v.shape)]
     if v.numel():
@@ -146,6 +158,7 @@ def decode(data: bytes, *, max_items: int = 1_000_000) -> Any:
 
 # Tags as byte values: the reader compares ints, without a bytes object per value.
 _N, _T, _F, _I, _FL, _C, _S, _L, _TU, _D, _Y, _X, _Z = b"NTFifcsltdyxz"
+_SCALAR_TAGS = frozenset((_N, _T, _F, _I, _FL, _C, _S))
 
 
 class _Reader:
@@ -196,14 +209,14 @@ class _Reader:
             raise CodecError("not UTF-8") from None
 
     def value(self, depth: int) -> Any:
-        if depth > MAX_DEPTH:
-            raise CodecError(f"nested deeper than {MAX_DEPTH}")
         if self.pos >= len(self.data):
             raise CodecError("truncated")
         tag = self.data[self.pos]
         self.pos += 1
         if tag == _S:  # the commonest first: names, keys
             return self.text()
+        if depth > MAX_DEPTH and tag not in _SCALAR_TAGS:  # as validate counts: a scalar may sit one deeper
+            raise CodecError(f"nested deeper than {MAX_DEPTH}")
         if tag == _L or tag == _TU:
             items = [self.value(depth + 1) for _ in range(self.count())]
             return items if tag == _L else tuple(items)

@@ -9,8 +9,9 @@ to its call (a ``ProtocolError`` for that call), while a garbled header ends
 the run as ``protocol_error``.
 
 Everything the child sends is untrusted: it is decoded by ``plaincodec``
-(plain types only: no pickle, no globals, every length checked) and then
-checked by :func:`validate`, which accepts only exact plain types.
+(plain types only: no pickle, no globals, every length checked), whose
+decoder makes nothing but what :func:`validate` accepts (exact plain types,
+within the same depth, item and size limits: a fuzz test holds it to that).
 """
 from __future__ import annotations
 
@@ -26,9 +27,9 @@ from grader.sandbox import plaincodec
 
 _PREFIX = struct.Struct("<IQ")
 MAX_HEADER = 64 * 1024
-MAX_FRAME = 64 * 1024 * 1024       # one value (a probe returns outputs, not checkpoints)
+MAX_FRAME = plaincodec.MAX_TENSOR_BYTES  # one value, 64 MiB (a probe returns outputs, not checkpoints)
 MAX_TOTAL = 256 * 1024 * 1024      # everything a run sends back: bounds the grader's memory per run
-MAX_DEPTH = 32
+MAX_DEPTH = plaincodec.MAX_DEPTH  # 32
 MAX_ITEMS = 1_000_000              # containers' elements, summed over a value
 NO_VALUE = object()
 
@@ -139,14 +140,15 @@ class FrameReader:
 # -- decoding and validation (grader side) ----------------------------------
 
 def loads(payload: bytes) -> Any:
-    """Decode a payload from an untrusted child (:mod:`plaincodec`), then
-    :func:`validate`. Raises ProtocolError for anything else."""
+    """Decode a payload from an untrusted child (:mod:`plaincodec`: only
+    plain data within :func:`validate`'s limits comes out, so it is not
+    walked again). Raises ProtocolError for anything else."""
+    if len(payload) > MAX_FRAME:  # a decoded tensor is never larger than its payload
+        raise ProtocolError(f"result is too large ({len(payload) >> 20} MiB)")
     try:
-        value = plaincodec.decode(payload, max_items=MAX_ITEMS)
+        return plaincodec.decode(payload, max_items=MAX_ITEMS)
     except Exception as exc:  # not plain data (also MemoryError's kin: say why, in one line)
         raise ProtocolError(f"undecodable result: {one_line(exc)}") from None
-    validate(value)
-    return value
 
 
 def validate(value: Any, max_depth: int = MAX_DEPTH, max_items: int = MAX_ITEMS,
