@@ -11,7 +11,15 @@ call with one frame. It never returns: it ends with ``os._exit``.
 
 fds when the student's code runs: 0 = /dev/null, 1 and 2 = capped pipes
 read by the grader, 3 = the calls (written by the grader a batch at a time,
-never before the import), 4 = the result frames. Nothing else.
+never before the import), 4 = the result frames, 5 = the bell. Nothing else.
+
+Each result frame is written as its call ends, so whatever happens next (a
+hang, a crash, a kill) the grader finds every finished call's result in the
+pipe. It does not wake up for each one: it reads the pipe when the child
+rings the bell (one byte) before waiting for the next batch, when output or
+the deadline wakes it, and throughout once the child rings that a lot is
+coming (more than half the pipe: otherwise the child could block on a full
+pipe nobody reads). One wake-up per batch instead of one per call.
 """
 from __future__ import annotations
 
@@ -25,7 +33,8 @@ import traceback
 from grader.sandbox import landlock, limits, namespaces, seccomp, syscalls, wire
 from grader.sandbox.requests import PROBE_PACKAGE
 
-REQUEST_FD, RESULT_FD = 3, 4
+REQUEST_FD, RESULT_FD, BELL_FD = 3, 4, 5
+WAITING, STREAMING = b"w", b"s"  # the bell's words: read what I sent, I wait for you / read as I write
 
 
 def spare(ctl: socket.socket, config: dict, server_pid: int) -> None:
@@ -41,7 +50,7 @@ def spare(ctl: socket.socket, config: dict, server_pid: int) -> None:
         filter_program = seccomp.program(config["seccomp_log"])  # built while idle: ~1 ms off each run
         data, fds, _, _ = socket.recv_fds(ctl, 1 << 20, 8)
         ctl.close()
-        if not data or len(fds) != 4:
+        if not data or len(fds) != 5:
             os._exit(0)  # the server is gone, or sent no run
         _run({**config, **json.loads(data), "seccomp_program": filter_program}, layers, mounted, fds, server_pid)
     except BaseException:
@@ -94,20 +103,26 @@ def _run(spec: dict, layers: dict[str, str], mounted: bool, fds: list[int], serv
             pass
     finally:
         _flush()
+        _results.ring(WAITING)  # the grader reads the last frames now, not when the exit closes the pipe
         os._exit(0)
 
 
 def _arrange_fds(fds: list[int]) -> None:
-    """fds = [request, result, stdout, stderr] from the grader; put them in
-    place and close everything else (fds inherited through fork stay open
-    and readable otherwise, O_CLOEXEC or not)."""
+    """fds = [request, result, stdout, stderr, bell] from the grader; put
+    them in place and close everything else (fds inherited through fork
+    stay open and readable otherwise, O_CLOEXEC or not)."""
     import fcntl
 
-    request, result, out, err = [fcntl.fcntl(fd, fcntl.F_DUPFD, 100) for fd in fds]
+    request, result, out, err, bell = [fcntl.fcntl(fd, fcntl.F_DUPFD, 100) for fd in fds]
     null = os.open("/dev/null", os.O_RDWR)
-    for source, target in ((null, 0), (out, 1), (err, 2), (request, REQUEST_FD), (result, RESULT_FD)):
+    for source, target in ((null, 0), (out, 1), (err, 2), (request, REQUEST_FD), (result, RESULT_FD),
+                           (bell, BELL_FD)):
         os.dup2(source, target)
-    os.closerange(RESULT_FD + 1, 1 << 20)
+    os.closerange(BELL_FD + 1, 1 << 20)
+    try:
+        _results.budget = fcntl.fcntl(RESULT_FD, fcntl.F_GETPIPE_SZ) // 2
+    except OSError:
+        pass
     sys.stdin = open(0, "r", closefd=False)
     sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)
     sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="backslashreplace", closefd=False)
@@ -143,8 +158,35 @@ def _confine(spec: dict, layers: dict[str, str], mounted: bool, server_pid: int)
     os.chdir(spec["scratch"])
 
 
+class _ResultStream:
+    """The result pipe and its bell (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        self.budget = 32 * 1024   # bytes the grader may leave unread: half the pipe
+        self.unread = 0           # written since the grader last read the pipe
+        self.streaming = False
+
+    def send(self, data: bytes) -> None:
+        if not self.streaming and self.unread + len(data) > self.budget:
+            self.ring(STREAMING)  # before a write that could block on a pipe nobody reads
+        wire.write_all(RESULT_FD, data)
+        self.unread += len(data)
+
+    def ring(self, word: bytes) -> None:
+        try:
+            os.write(BELL_FD, word)
+        except OSError:  # closed by the student's code: the grader then reads every frame as it comes
+            pass
+        self.streaming = word == STREAMING
+        if word == WAITING:
+            self.unread = 0  # the grader reads it all before it sends what this child waits for
+
+
+_results = _ResultStream()
+
+
 def _send(header: dict, value: object = wire.NO_VALUE, payload: bytes | None = None) -> None:
-    wire.write_all(RESULT_FD, wire.frame(header, value, payload=payload))
+    _results.send(wire.frame(header, value, payload=payload))
 
 
 def _flush() -> None:
@@ -188,6 +230,7 @@ def _serve(spec: dict) -> None:
 def _next_batch(i: int) -> list[tuple[str, dict]] | None:
     """The next batch's calls, from call ``i`` on, as (probe, kwargs); None
     when the grader has no more."""
+    _results.ring(WAITING)
     got = wire.read_frame(REQUEST_FD)
     if got is None:
         raise wire.ProtocolError("the request stream ended without an 'end' frame")

@@ -8,6 +8,7 @@ the fork-server still cannot outlive its timeout.
 """
 from __future__ import annotations
 
+import fcntl
 import itertools
 import json
 import logging
@@ -355,10 +356,19 @@ class Sandbox:
                         "; ".join(f"{k}: {v}" for k, v in missing.items()))
 
 
+# The result pipe's size: the child writes up to half of it unread before it
+# asks the grader to read as it writes (grader/sandbox/child.py: the bell).
+RESULT_PIPE_BYTES = 256 * 1024
+
+
 def _run_pipes() -> tuple[list[int], list[int]]:
-    """The child's ends and ours of the call, result, stdout and stderr pipes."""
-    pipes = [os.pipe() for _ in range(4)]
-    return [pipes[0][0], pipes[1][1], pipes[2][1], pipes[3][1]], [pipes[0][1], pipes[1][0], pipes[2][0], pipes[3][0]]
+    """The child's ends and ours of the call, result, stdout, stderr and bell pipes."""
+    pipes = [os.pipe() for _ in range(5)]
+    try:
+        fcntl.fcntl(pipes[1][0], fcntl.F_SETPIPE_SZ, RESULT_PIPE_BYTES)
+    except OSError:  # over the user's pipe quota: the default 64 KiB still works
+        pass
+    return [pipes[0][0], *(w for _, w in pipes[1:])], [pipes[0][1], *(r for r, _ in pipes[1:])]
 
 
 def _close_all(fds: list[int]) -> None:

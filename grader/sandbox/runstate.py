@@ -61,35 +61,75 @@ class RunState:
         ``batches`` are (number of calls, ready frame) pairs in call order;
         each is written only when the child is ready for it (after
         ``imported``, then after the previous batch's last result), never
-        before: see ``child._serve``."""
-        request_w, result_r, out_r, err_r = fds
+        before: see ``child._serve``. The result pipe is read when the child
+        rings the bell, when anything else wakes this loop (results first:
+        a frame that arrived with a burst of output, or before the deadline,
+        still counts), and on every write while the child says it streams
+        or the bell is gone (see ``child``)."""
+        request_w, result_r, out_r, err_r, bell_r = fds
         for fd in fds:
             os.set_blocking(fd, False)
         self._batches, self._outbox, self._request_fd = batches, bytearray(), request_w
         sel = selectors.DefaultSelector()
         self._sel = sel
-        sel.register(result_r, selectors.EVENT_READ, "result")
+        sel.register(bell_r, selectors.EVENT_READ, "bell")
         sel.register(out_r, selectors.EVENT_READ, 1)
         sel.register(err_r, selectors.EVENT_READ, 2)
+        quiet, watching = True, False  # the child's last word on the bell; result_r registered
         try:
             while not self._finished():
                 left = deadline - time.monotonic()
                 if left <= 0:
-                    self.timed_out = True
+                    if self._drain_results(result_r):
+                        self.timed_out = not self._finished()
+                    else:
+                        self.hung_up = True
                     return
-                # Results first: a frame that arrived with a burst of output still counts.
-                for key, _ in sorted(sel.select(timeout=left), key=lambda ev: ev[0].data != "result"):
+                events = sel.select(timeout=left)
+                for key, _ in events:
+                    if key.data == "bell":
+                        word = self._read_bell(key.fd)
+                        if word is None:  # the bell is gone (the child, or its code closed it)
+                            sel.unregister(key.fd)
+                            quiet = False
+                        elif word:
+                            quiet = word == b"w"
+                if not self._drain_results(result_r):
+                    self.hung_up = True
+                    return  # end of file: the child is gone (or closed its end)
+                for key, _ in events:
+                    if self._finished():
+                        break
                     if key.data == "request":
                         self._write_request()
-                    elif key.data == "result":
-                        if not self._read_results(result_r):
-                            self.hung_up = True
-                            return  # end of file: the child is gone (or closed its end)
-                    elif not self._read_output(key.fd, key.data):
+                    elif key.data in (1, 2) and not self._read_output(key.fd, key.data):
                         sel.unregister(key.fd)
+                want = not quiet or self._reader.pending > 0  # a frame begun is read to its end
+                if want != watching:
+                    (sel.register(result_r, selectors.EVENT_READ, "result") if want else sel.unregister(result_r))
+                    watching = want
         finally:
             sel.close()
             self._sel = None
+
+    def _read_bell(self, fd: int) -> bytes | None:
+        """The child's last word on the bell (b"" if none now), or None at end of file."""
+        try:
+            data = os.read(fd, 4096)
+        except BlockingIOError:
+            return b""
+        return data[-1:] if data else None
+
+    def _drain_results(self, fd: int) -> bool:
+        """Read the result pipe until it is empty for now; False at end of file."""
+        while not self._finished():
+            try:
+                data = os.read(fd, 1 << 20)
+            except BlockingIOError:
+                return True
+            if not self._take_results(data):
+                return False
+        return True
 
     def _queue(self, frame: bytes) -> None:
         """Send ``frame`` to the child as soon as its pipe takes it."""
@@ -125,11 +165,8 @@ class RunState:
             self.current = None
             self._queue(wire.frame({"kind": "end"}))
 
-    def _read_results(self, fd: int) -> bool:
-        try:
-            data = os.read(fd, 1 << 20)
-        except BlockingIOError:
-            return True
+    def _take_results(self, data: bytes) -> bool:
+        """Parse what was read from the result pipe; False at end of file."""
         if not data:
             if self._reader.pending and not self._finished():
                 self.protocol_error = "the result stream was cut in the middle of a frame"
