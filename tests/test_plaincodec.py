@@ -17,6 +17,8 @@ VALUES = [
     torch.tensor(3.0), torch.zeros(0, 5), torch.arange(12).reshape(3, 4).T,  # a non-contiguous view
     torch.tensor([True, False, True]), torch.randn(2, 3, dtype=torch.bfloat16),
     torch.randn(2, dtype=torch.complex64).conj(), torch.tensor([float("nan"), float("-inf")]),
+    torch.randn(2, 3)._neg_view(), torch.randn(3, 2, dtype=torch.bfloat16).T, torch.randn(2, 2, requires_grad=True),
+    torch.arange(24.0).reshape(2, 3, 4)[:, ::2, 1:],  # strided, with an offset
     *(torch.ones(2, 2, dtype=d) for d in DTYPES.values()),
 ]
 

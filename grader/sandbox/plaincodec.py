@@ -139,11 +139,16 @@ def _encode_tensor(v: torch.Tensor, out: list[bytes]) -> None:
         raise CodecError(f"a tensor of {v.dim()} dimensions")
     if v.numel() * v.element_size() > MAX_TENSOR_BYTES:  # an expanded view can claim terabytes over a tiny storage
         raise CodecError(f"a tensor of shape {tuple(v.shape)} is too large")
-    v = v.detach().resolve_conj().resolve_neg().contiguous()
     out += [b"x", *_dtype_bytes(v.dtype), _U8.pack(v.dim()), *(_U64.pack(n) for n in v.shape)]
-    if v.numel():
+    if not v.numel():
+        return
+    if v.requires_grad:
+        v = v.detach()
+    if v.dtype is torch.bfloat16 or v.is_conj() or v.is_neg():  # numpy has no bfloat16 and refuses those bits
         # A uint8 view of the same memory: its bytes, without a per-element copy in Python.
-        out.append(v.reshape(-1).view(torch.uint8).numpy().tobytes())
+        out.append(v.resolve_conj().resolve_neg().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    else:
+        out.append(v.numpy().tobytes())  # row-major bytes, whatever the strides: a view needs no contiguous copy first
 
 
 def decode(data: bytes, *, max_items: int = 1_000_000) -> Any:
