@@ -131,3 +131,14 @@ def test_log_mode_reports_itself_and_logs_unlisted_calls(tmp_path, monkeypatch):
     assert result.status == "ok" and result.calls[0].value != -1  # allowed, and logged
     log = subprocess.run(["dmesg"], capture_output=True, text=True).stdout
     assert "syscall=135" in log
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_the_template_written_with_a_pid_is_the_program_built_for_it(log):
+    """Each child writes its pid into a program the fork-server built once:
+    byte for byte what building it for that pid gives, for any pid."""
+    arch = syscalls.AUDIT_ARCH["x86_64"]
+    template = seccomp._template(arch, log)
+    assert len(template[1]) >= 5 and len(template[2]) == 1  # kill's pid or -pid, tgkill, prlimit64, ...
+    for pid in (1, 2, 999, 12345, 4194303, os.getpid()):
+        assert seccomp.for_pid(template, pid) == seccomp.build_filter(pid, syscalls.NR, arch, log), pid

@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import ctypes
 import errno
+import functools
 import os
 import signal
 import struct
@@ -200,7 +201,35 @@ def program(log: bool = False) -> bytes | None:
     arch = syscalls.AUDIT_ARCH.get(syscalls.MACHINE)
     if arch is None or not syscalls.supported():
         return None
-    return build_filter(os.getpid(), syscalls.NR, arch, log)
+    return for_pid(_template(arch, log), os.getpid())
+
+
+# A pid no process has (pids stay below 2**22) and no other constant of the
+# program equals: the template is built with it, and each child writes its own.
+_PLACEHOLDER = 0x2BADF00D
+_K_OFFSET = 4  # struct sock_filter: u16 code, u8 jt, u8 jf, u32 k
+
+
+@functools.lru_cache(maxsize=4)
+def _template(arch: int, log: bool) -> tuple[bytes, tuple[int, ...], tuple[int, ...]]:
+    """The program built once (the fork-server builds it before it forks:
+    ~0.8 ms each child paid), and where the pid and its negation go."""
+    prog = build_filter(_PLACEHOLDER, syscalls.NR, arch, log)
+    ks = [struct.unpack_from("=I", prog, i + _K_OFFSET)[0] for i in range(0, len(prog), 8)]
+    return (prog, tuple(8 * n + _K_OFFSET for n, k in enumerate(ks) if k == _PLACEHOLDER),
+            tuple(8 * n + _K_OFFSET for n, k in enumerate(ks) if k == (-_PLACEHOLDER) & 0xFFFFFFFF))
+
+
+def for_pid(template: tuple[bytes, tuple[int, ...], tuple[int, ...]], pid: int) -> bytes:
+    """The template's program with ``pid`` written in (the same bytes as
+    ``build_filter(pid, ...)``: a test holds it to that)."""
+    prog, at_pid, at_negated = template
+    out = bytearray(prog)
+    for offset in at_pid:
+        struct.pack_into("=I", out, offset, pid & 0xFFFFFFFF)
+    for offset in at_negated:
+        struct.pack_into("=I", out, offset, (-pid) & 0xFFFFFFFF)
+    return bytes(out)
 
 
 def install(prepared: bytes | None = None) -> str:

@@ -155,7 +155,7 @@ COLLAPSE_AFTER = 10
 
 def serve(ctl: socket.socket) -> None:
     """Answer control messages until the grader closes its end."""
-    from grader.sandbox import hugeheap
+    from grader.sandbox import hugeheap, seccomp
 
     spares = _Spares(ctl)
     children: dict[int, int] = {}
@@ -185,6 +185,7 @@ def serve(ctl: socket.socket) -> None:
             old = spares.discard()
             released += [old] if old else []
             spares.config = message["config"]
+            seccomp.program(spares.config.get("seccomp_log", False))  # its template, built once here for every child
             spares.refill()
         elif message["op"] == "run":
             if load_probes(message["spec"].get("probes")):
