@@ -103,3 +103,11 @@ def test_a_bell_closed_or_flooded_by_the_student_s_code_still_gets_every_result(
     result = sandbox.run(module(tmp_path, source), "submission", calls, [5, 5, 3])
     assert result.status == "ok", result.reason
     assert [c.value for c in result.calls] == [*range(10), "rang", "talked", 11]
+
+
+def test_a_bell_rung_without_end_ends_the_run_instead_of_keeping_the_grader_busy(sandbox, tmp_path):
+    """Each ring wakes the grader: a child that floods the bell is cut off as
+    one that floods its output is, long before its time is up."""
+    source = "import os\ndef ring():\n    while True:\n        os.write(5, b'w' * 65536)\n"
+    result = sandbox.run(module(tmp_path, source), "submission", [call("ring")])
+    assert result.status == "protocol_error" and "bell" in result.reason, result.reason  # not "timeout"

@@ -20,6 +20,9 @@ from grader.sandbox import wire
 from grader.sandbox.model import CallResult, Limits, RunResult
 
 _TEXT_LIMIT = 500
+# The child rings its bell about once per batch; far more is a flood of the
+# grader's attention (each ring wakes it), ended like too much output.
+MAX_BELL_BYTES = 1 << 20
 
 
 class RunState:
@@ -51,6 +54,7 @@ class RunState:
         self._sel: selectors.BaseSelector | None = None
         self.output = {1: bytearray(), 2: bytearray()}
         self._reader = wire.FrameReader()
+        self._bell_bytes = 0
 
     # -- I/O ------------------------------------------------------------------
 
@@ -115,9 +119,12 @@ class RunState:
     def _read_bell(self, fd: int) -> bytes | None:
         """The child's last word on the bell (b"" if none now), or None at end of file."""
         try:
-            data = os.read(fd, 4096)
+            data = os.read(fd, 1 << 16)
         except BlockingIOError:
             return b""
+        self._bell_bytes += len(data)
+        if self._bell_bytes > MAX_BELL_BYTES:
+            self.protocol_error = f"the bell rang more than {MAX_BELL_BYTES} times"
         return data[-1:] if data else None
 
     def _drain_results(self, fd: int) -> bool:
