@@ -47,7 +47,7 @@ def spare(ctl: socket.socket, config: dict, server_pid: int) -> None:
         os.closerange(keep + 1, 1 << 20)
         layers: dict[str, str] = {"fork_server": "active", "session": "active"}
         mounted = _prepare(config, layers)
-        filter_program = seccomp.program(config["seccomp_log"])  # built while idle: ~1 ms off each run
+        filter_program = seccomp.program(config["seccomp_log"])  # the server's template with this pid, while idle
         data, fds, _, _ = socket.recv_fds(ctl, 1 << 20, 8)
         ctl.close()
         if not data or len(fds) != 5:

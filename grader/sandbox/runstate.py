@@ -109,9 +109,11 @@ class RunState:
                     elif key.data in (1, 2) and not self._read_output(key.fd, key.data):
                         sel.unregister(key.fd)
                 want = not quiet or self._reader.pending > 0  # a frame begun is read to its end
-                if want != watching:
-                    (sel.register(result_r, selectors.EVENT_READ, "result") if want else sel.unregister(result_r))
-                    watching = want
+                if want and not watching:
+                    sel.register(result_r, selectors.EVENT_READ, "result")
+                elif watching and not want:
+                    sel.unregister(result_r)
+                watching = want
         finally:
             sel.close()
             self._sel = None
