@@ -27,3 +27,17 @@ def same(a: object, b: object) -> bool:
     if isinstance(a, (list, tuple)):
         return type(a) is type(b) and len(a) == len(b) and all(map(same, a, b))
     return a == b
+
+
+def selftest_call(name: str, *args: object) -> ProbeCall:
+    """A sandboxed call of ``name(*args)`` on the module under test, its
+    value returned as is (the sandbox's own tests)."""
+    return ProbeCall("coursekit.probes.sandbox_selftest:call", {"name": name, "args": list(args)})
+
+
+def submission_folder(tmp_path, source: str, module_name: str = "submission", folder_name: str = "submission"):
+    """``tmp_path/folder_name/module_name.py`` holding ``source``; the folder."""
+    folder = tmp_path / folder_name
+    folder.mkdir(exist_ok=True)
+    (folder / f"{module_name}.py").write_text(source)
+    return folder

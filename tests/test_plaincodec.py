@@ -106,24 +106,28 @@ def _nest(depth: int, leaf: object) -> object:
     return leaf
 
 
+def _codec_agrees_with_validate(value: object) -> None:
+    """Encoding succeeds exactly when validate accepts, and what decodes validates."""
+    try:
+        wire.validate(value)
+        valid = True
+    except wire.ProtocolError:
+        valid = False
+    try:
+        payload = encode(value)
+    except CodecError:
+        assert not valid, value
+        return
+    assert valid, value
+    wire.validate(wire.loads(payload))
+
+
 @pytest.mark.parametrize("leaf", [1, "x", None, torch.ones(2), ["a", "b"], []])
 def test_the_codec_and_validate_draw_the_depth_line_at_the_same_place(leaf):
     """wire.loads trusts the decoder instead of walking the value again:
     both sides must refuse exactly what validate refuses."""
     for depth in range(wire.MAX_DEPTH - 2, wire.MAX_DEPTH + 3):
-        value = _nest(depth, leaf)
-        try:
-            wire.validate(value)
-            valid = True
-        except wire.ProtocolError:
-            valid = False
-        try:
-            payload = encode(value)
-        except CodecError:
-            assert not valid, depth
-            continue
-        assert valid, depth
-        wire.validate(wire.loads(payload))
+        _codec_agrees_with_validate(_nest(depth, leaf))
 
 
 def test_whatever_decodes_is_what_validate_accepts_and_encoding_refuses_the_rest():
@@ -153,19 +157,7 @@ def test_whatever_decodes_is_what_validate_accepts_and_encoding_refuses_the_rest
         return {f"k{i}": item for i, item in enumerate(items)}
 
     for _ in range(400):
-        value = _nest(rng.randint(0, wire.MAX_DEPTH + 1), draw(0)) if rng.random() < 0.3 else draw(0)
-        try:
-            wire.validate(value)
-            valid = True
-        except wire.ProtocolError:
-            valid = False
-        try:
-            payload = encode(value)
-        except CodecError:
-            assert not valid, value
-            continue
-        assert valid, value
-        wire.validate(wire.loads(payload))
+        _codec_agrees_with_validate(_nest(rng.randint(0, wire.MAX_DEPTH + 1), draw(0)) if rng.random() < 0.3 else draw(0))
 
 
 def test_an_expanded_view_claiming_terabytes_is_refused_before_it_is_materialised():

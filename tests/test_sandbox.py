@@ -19,20 +19,17 @@ import pytest
 import torch
 
 from grader.sandbox import CallResult, Limits, ProbeCall, Sandbox, policy, seccomp, syscalls, wire
+from probecalls import selftest_call, submission_folder
 
 REPO = Path(__file__).resolve().parents[1]
 LIMITS = Limits(timeout_s=20, cpu_s=10, memory_mb=2048, output_limit_kb=16, threads=2)
 
 
-def call(name: str, *args: object) -> ProbeCall:
-    return ProbeCall("coursekit.probes.sandbox_selftest:call", {"name": name, "args": list(args)})
+call = selftest_call
 
 
 def module(tmp_path: Path, source: str, name: str = "submission") -> Path:
-    folder = tmp_path / "submission"
-    folder.mkdir(exist_ok=True)
-    (folder / f"{name}.py").write_text(source)
-    return folder
+    return submission_folder(tmp_path, source, module_name=name)
 
 
 @pytest.fixture(scope="module")

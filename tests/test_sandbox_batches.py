@@ -5,7 +5,6 @@ the import, each call answered and failing on its own, a limit's report
 naming the call that ran, and no call seeing a later batch's inputs."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 import torch
@@ -13,23 +12,14 @@ import torch
 from grader.checks import CheckPlan, checks_for, figures_for
 from grader.course import load_course
 from grader.judge import check_batches
-from grader.sandbox import Limits, ProbeCall, Sandbox
+from grader.sandbox import Limits, Sandbox
+from probecalls import selftest_call, submission_folder
 
 LIMITS = Limits(timeout_s=8, cpu_s=4, memory_mb=2048, output_limit_kb=16, threads=1)
 FIRST, SECOND = "first-batch-input-51c2", "second-batch-input-9e0d"
 
 
-def call(name: str, *args: object) -> ProbeCall:
-    return ProbeCall("coursekit.probes.sandbox_selftest:call", {"name": name, "args": list(args)})
-
-
-def module(tmp_path: Path, source: str) -> Path:
-    folder = tmp_path / "submission"
-    folder.mkdir(exist_ok=True)
-    (folder / "submission.py").write_text(source)
-    return folder
-
-
+call, module = selftest_call, submission_folder
 @pytest.fixture(scope="module")
 def sandbox():
     with Sandbox(LIMITS) as box:

@@ -6,11 +6,11 @@ result and names the call that ran, results larger than the pipe do not
 deadlock, and a child whose code closes or abuses the bell is still read."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 
-from grader.sandbox import Limits, ProbeCall, Sandbox, runstate
+from grader.sandbox import Limits, Sandbox, runstate
+from probecalls import selftest_call, submission_folder
 
 LIMITS = Limits(timeout_s=8, cpu_s=4, memory_mb=2048, output_limit_kb=16, threads=1)
 
@@ -40,17 +40,7 @@ def talk():
 '''
 
 
-def call(name: str, *args: object) -> ProbeCall:
-    return ProbeCall("coursekit.probes.sandbox_selftest:call", {"name": name, "args": list(args)})
-
-
-def module(tmp_path: Path, source: str) -> Path:
-    folder = tmp_path / "submission"
-    folder.mkdir(exist_ok=True)
-    (folder / "submission.py").write_text(source)
-    return folder
-
-
+call, module = selftest_call, submission_folder
 @pytest.fixture(scope="module")
 def sandbox():
     with Sandbox(LIMITS) as box:

@@ -16,24 +16,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.sandbox import Limits, ProbeCall, Sandbox, policy
+from grader.sandbox import Limits, Sandbox, policy
+from probecalls import selftest_call, submission_folder
 
 REPO = Path(__file__).resolve().parents[1]
 LIMITS = Limits(timeout_s=6, cpu_s=2, memory_mb=2048, output_limit_kb=16, threads=2)
 SECRET_ENV = "GRADER_REDTEAM_SECRET"
 
 
-def call(name: str, *args: object) -> ProbeCall:
-    return ProbeCall("coursekit.probes.sandbox_selftest:call", {"name": name, "args": list(args)})
-
-
-def module(tmp_path: Path, source: str) -> Path:
-    folder = tmp_path / "submission"
-    folder.mkdir(exist_ok=True)
-    (folder / "submission.py").write_text(source)
-    return folder
-
-
+call, module = selftest_call, submission_folder
 @pytest.fixture(scope="module")
 def sandbox():
     os.environ[SECRET_ENV] = "hunter2"  # the grader's environment must not reach the child

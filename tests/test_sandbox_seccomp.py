@@ -11,26 +11,16 @@ import shutil
 import signal
 import struct
 import subprocess
-from pathlib import Path
 
 import pytest
 
-from grader.sandbox import Limits, ProbeCall, Sandbox, seccomp, syscalls
+from grader.sandbox import Limits, Sandbox, seccomp, syscalls
+from probecalls import selftest_call, submission_folder
 
 LIMITS = Limits(timeout_s=8, cpu_s=4, memory_mb=2048, output_limit_kb=16, threads=2)
 
 
-def call(name: str, *args: object) -> ProbeCall:
-    return ProbeCall("coursekit.probes.sandbox_selftest:call", {"name": name, "args": list(args)})
-
-
-def module(tmp_path: Path, source: str) -> Path:
-    folder = tmp_path / "submission"
-    folder.mkdir(exist_ok=True)
-    (folder / "submission.py").write_text(source)
-    return folder
-
-
+call, module = selftest_call, submission_folder
 @pytest.fixture(scope="module")
 def sandbox():
     with Sandbox(LIMITS) as box:

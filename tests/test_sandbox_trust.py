@@ -14,22 +14,19 @@ from pathlib import Path
 import pytest
 import torch
 
-from grader.sandbox import Limits, ProbeCall, RunResult, Sandbox
+from grader.sandbox import Limits, RunResult, Sandbox
+from probecalls import selftest_call, submission_folder
 
 LIMITS = Limits(timeout_s=8, cpu_s=4, memory_mb=2048, output_limit_kb=16, threads=2)
 MARK = "hidden-input-7f3a91"  # a hidden input's text: it must reach only its own call's arguments
 SECRET = torch.full((3, 5), 0.123456789)
 
 
-def call(name: str, *args: object) -> ProbeCall:
-    return ProbeCall("coursekit.probes.sandbox_selftest:call", {"name": name, "args": list(args)})
+call = selftest_call
 
 
 def module(tmp_path: Path, source: str, name: str = "submission") -> Path:
-    folder = tmp_path / name
-    folder.mkdir(exist_ok=True)
-    (folder / "submission.py").write_text(source)
-    return folder
+    return submission_folder(tmp_path, source, folder_name=name)
 
 
 @pytest.fixture(scope="module")
