@@ -143,3 +143,20 @@ def test_a_version_2_gradebook_gains_the_history_tables(tmp_path):
         _record(book, points=3)
         assert [old.points for old, _ in book.superseded()] == [7.5]
         assert book.adjustments() == []
+
+
+def test_records_can_be_limited_to_some_exercises_and_an_exam_s_rows_are_found(tmp_path, course):
+    """`grader grade` reads back only the exams' rows for their statistics
+    (the class's own results are already in hand)."""
+    from grader.exams.records import SEPARATOR, exam_record_ids
+
+    exam = course.exams[0].id
+    ids = ["01", "02", exam, f"{exam}{SEPARATOR}01", f"{exam}x", f"x{exam}"]
+    with Gradebook(tmp_path / "grades.db") as book:
+        for n, exercise in enumerate(ids):
+            _record(book, Key("alice", exercise, "h", "2026.1"), points=n)
+        everything = list(book.records("2026.1"))
+        exams = list(book.records("2026.1", exercises=exam_record_ids(course)))
+    assert sorted(r.key.exercise for r in everything) == sorted(ids)
+    assert sorted(r.key.exercise for r in exams) == sorted([exam, f"{exam}{SEPARATOR}01"])
+    assert [r.points for r in exams] == [r.points for r in everything if r.key.exercise in {r.key.exercise for r in exams}]

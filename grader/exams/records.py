@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from grader.course import Course
 from grader.course.exam_schema import Exam
@@ -115,6 +115,14 @@ def exam_results(course: Course, exam: Exam, records: Iterable[Record]) -> list[
                                   code_max=code_max, submitted=total.status != "not_submitted",
                                   error=total.reason if total.status == UNREADABLE else ""))
     return results
+
+
+def exam_record_ids(course: Course) -> Callable[[str], bool]:
+    """Whether a gradebook row's exercise id is an exam's (its total, or one
+    of its code parts): what :func:`recorded_exam_stats` reads."""
+    totals = {exam.id for exam in course.exams}
+    parts = tuple(exam.id + SEPARATOR for exam in course.exams)
+    return lambda exercise_id: exercise_id in totals or exercise_id.startswith(parts)
 
 
 def recorded_exam_stats(course: Course, records: list[Record]) -> list[dict]:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from grader.gradebook.adjustments import Adjustment, apply_adjustments
@@ -165,12 +165,14 @@ class Gradebook:
         ).fetchone()
         return None if row is None else record_from_row(row)
 
-    def records(self, course_version: str, *, adjusted: bool = True) -> Iterator[Record]:
+    def records(self, course_version: str, *, adjusted: bool = True,
+                exercises: Callable[[str], bool] | None = None) -> Iterator[Record]:
         """The newest record of each (student, exercise) for this course
         version, with the instructor's adjustment in effect applied (unless
-        ``adjusted`` is False)."""
+        ``adjusted`` is False); ``exercises``: only those whose exercise id
+        it accepts (the others' verdicts are not even decoded)."""
         if adjusted:
-            yield from self.finalise(list(self.records(course_version, adjusted=False)))
+            yield from self.finalise(list(self.records(course_version, adjusted=False, exercises=exercises)))
             return
         rows = self._db.execute(
             """SELECT * FROM results r WHERE course_version = ? AND graded_at = (
@@ -180,7 +182,8 @@ class Gradebook:
             (course_version,),
         )
         for row in rows:
-            yield record_from_row(row)
+            if exercises is None or exercises(row[1]):
+                yield record_from_row(row)
 
     def finalise(self, records: list[Record]) -> list[Record]:
         """``records`` as reports show them: the instructor's adjustment in

@@ -15,7 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from grader.run.deadlines import DeadlineInputError, assess_class, load_homework_times
 from grader.course import CourseError, load_course
-from grader.exams.records import recorded_exam_stats
+from grader.exams.records import exam_record_ids, recorded_exam_stats
 from grader.gradebook import Gradebook, GradebookError
 from grader.intake.errors import UNREADABLE
 from grader.intake.names import shown
@@ -94,7 +94,7 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
             if students:  # a regrade of a few: the reports stay the whole class's, with their new results
                 chosen = {e.id for e in exercises}
                 records = [r for r in gradebook.records(course.course.version) if r.key.exercise in chosen]
-            recorded = list(gradebook.records(course.course.version))
+            recorded = list(gradebook.records(course.course.version, exercises=exam_record_ids(course)))
             exams = recorded_exam_stats(course, recorded)
             # The exams' totals: a column of the class table, a section of each student's page.
             exam_totals = [r for r in recorded if r.key.exercise in {exam.id for exam in course.exams}]
