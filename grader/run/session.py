@@ -156,7 +156,7 @@ class _SimilarityBesideGrading:
 
     def __init__(self, course, exercises, root: Path) -> None:
         self.course, self.exercises, self.root = course, exercises, root
-        self.found: dict[str, tuple[list, str]] = {}
+        self.outcome: tuple[list, str] | None = None  # set by the thread, or at once when there is none
         self.thread: threading.Thread | None = None
 
     def start(self, collected: list) -> None:
@@ -167,19 +167,19 @@ class _SimilarityBesideGrading:
         try:
             texts = handed_in(self.exercises, collected)
         except Exception as exc:  # noqa: BLE001 - never stops the grading
-            self.found["similarity"] = ([], f"similarity not computed: {type(exc).__name__}")
+            self.outcome = ([], f"similarity not computed: {type(exc).__name__}")
             return
         if max((len(by_student) for by_student in texts.values()), default=0) < 2:
             return  # a class of one: no thread, no copydetect
 
         def compute() -> None:
-            self.found["similarity"] = for_report(self.course, self.exercises, texts, self.root)  # never raises
+            self.outcome = for_report(self.course, self.exercises, texts, self.root)  # never raises
 
         self.thread = threading.Thread(target=compute, daemon=True, name="similarity")
         self.thread.start()
 
     def result(self) -> tuple[list, str]:
         if self.thread is None:
-            return self.found.get("similarity", self.NONE)
+            return self.outcome or self.NONE
         self.thread.join()
-        return self.found.get("similarity", ([], "similarity not computed: it stopped with an error"))
+        return self.outcome or ([], "similarity not computed: it stopped with an error")

@@ -53,7 +53,8 @@ DTYPES: dict[str, torch.dtype] = {
 _NAMES = {d: n.encode() for n, d in DTYPES.items()}
 
 
-_SCALAR_TYPES = frozenset((type(None), bool, int, float, complex, str))
+# The types validate and the depth rule treat as scalars (wire uses this set too).
+SCALAR_TYPES = frozenset((type(None), bool, int, float, complex, str))
 
 
 class CodecError(ValueError):
@@ -76,7 +77,7 @@ def encode_list(encoded_items: list[bytes]) -> bytes:
 
 def _encode(v: Any, out: list[bytes], depth: int) -> None:
     t = type(v)
-    if depth > MAX_DEPTH and t not in _SCALAR_TYPES:  # as validate counts: a scalar may sit one deeper
+    if depth > MAX_DEPTH and t not in SCALAR_TYPES:  # as validate counts: a scalar may sit one deeper
         raise CodecError(f"nested deeper than {MAX_DEPTH}")
     if v is None:
         out.append(b"N")

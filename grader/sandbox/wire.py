@@ -33,7 +33,7 @@ MAX_DEPTH = plaincodec.MAX_DEPTH  # 32
 MAX_ITEMS = 1_000_000              # containers' elements, summed over a value
 NO_VALUE = object()
 
-_SCALARS = frozenset((int, float, bool, str, complex, type(None)))
+_SCALARS = plaincodec.SCALAR_TYPES  # one set: the codec's depth rule must count as validate does
 
 
 class ProtocolError(Exception):
