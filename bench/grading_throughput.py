@@ -1,4 +1,4 @@
-"""Grading throughput: `grader grade --jobs 2` against the alternatives, in one run.
+"""Grading throughput: `grader grade` against the alternatives, in one run.
 
     python bench/grading_throughput.py [-n 100] [-e 01 -e 03] [--timeout 10]
                                        [--pytest-sample 10] [--nbgrader-sample 4]
@@ -6,7 +6,8 @@
 Generates N submissions (correct, every pitfall variant, untouched stubs,
 one that crashes at import, one that hangs), then measures:
 
-- ours: `grader grade --jobs 2` over all N (sandboxed hidden checks);
+- ours: `grader grade` over all N (sandboxed hidden checks), with its
+  default --jobs (one more than the cores) unless --jobs says otherwise;
 - pytest: one fresh `pytest` process per submission running the public
   tests (the usual "run the tests per student" script), on a sample;
 - nbgrader: `nbgrader autograde` of the same code as notebooks, on a sample
@@ -62,9 +63,11 @@ def make_class(course, exercises, n: int, out: Path, hang: bool = True) -> tuple
     return students, max(len(pool) for _, pool in kinds)
 
 
-def time_ours(subs: Path, exercises, timeout: float, work: Path) -> float:
-    cmd = [sys.executable, "-m", "grader", "grade", str(subs), "--jobs", "2", "--timeout", str(timeout),
+def time_ours(subs: Path, exercises, timeout: float, work: Path, jobs: int | None) -> float:
+    cmd = [sys.executable, "-m", "grader", "grade", str(subs), "--timeout", str(timeout),
            "--db", str(work / "grades.db"), "--out", str(work / "grading")]
+    if jobs is not None:
+        cmd += ["--jobs", str(jobs)]
     for exercise in exercises:
         cmd += ["-e", exercise.id]
     started = time.perf_counter()
@@ -151,6 +154,7 @@ def main() -> None:
     parser.add_argument("--pytest-sample", type=int, help="default: one student of each kind")
     parser.add_argument("--nbgrader-sample", type=int, help="default: one student of each kind")
     parser.add_argument("--no-hang", action="store_true", help="leave the hanging kind out of the class")
+    parser.add_argument("--jobs", type=int, help="grader grade --jobs (default: its own, one more than the cores)")
     args = parser.parse_args()
     course = load_course()
     load_at_start = os.getloadavg()[0]
@@ -162,7 +166,7 @@ def main() -> None:
         # a sample of them meets the same mix (hangs included) as ours.
         pytest_sample = min(args.pytest_sample or kinds, args.n)
         nbgrader_sample = min(args.nbgrader_sample or kinds, args.n)
-        ours_s = time_ours(work / "subs", exercises, args.timeout, work)
+        ours_s = time_ours(work / "subs", exercises, args.timeout, work, args.jobs)
         # The start-up split (bench/startup.py has more): what any class pays before grading.
         from startup import grade_one, timed
 
@@ -174,7 +178,10 @@ def main() -> None:
     per_min = 60 * args.n / ours_s
     label = "+".join(e.id for e in exercises)
     mix = "no hanging code" if args.no_hang else "1 in 8 hangs"
-    print(f"{args.n} submissions of exercise(s) {label} ({mix}), timeout {args.timeout:g} s, 2 jobs;"
+    from grader.cli.input_checks import default_jobs
+
+    jobs = args.jobs or default_jobs()
+    print(f"{args.n} submissions of exercise(s) {label} ({mix}), timeout {args.timeout:g} s, {jobs} jobs;"
           f" baselines on {pytest_sample} / {nbgrader_sample} students, one of each kind")
     print(f"  grader grade:          {ours_s:7.1f} s in all   {per_min:8.1f} submissions/min")
     print(f"    of which start-up:   {fixed_s:7.1f} s (a class of one)   = {fixed_s / torch_s:.2f}x "

@@ -3,7 +3,6 @@ mounted on it (release, push, exam, export). Each command parses its options
 and hands them to one function of the pipeline."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import typer
@@ -11,7 +10,7 @@ import typer
 from grader.cli.exam import exam_app
 from grader.cli.export import export_app
 from grader.cli.input_checks import (
-    CourseOption, check_class_folder, check_students, existing_parent, memory_mib, positive_seconds,
+    CourseOption, check_class_folder, check_students, default_jobs, existing_parent, memory_mib, positive_seconds,
 )
 from grader.cli.release import push_app, release_app, release_course
 from grader.course import CourseError, load_course
@@ -71,7 +70,8 @@ def grade(
     submissions: Path = typer.Argument(..., exists=True, file_okay=False, help="Folder of <student_id>/ folders or .zip files."),
     out: Path = typer.Option(Path("grading"), "--out", help="Where grades.csv, results.json and report/ go."),
     db: Path = typer.Option(Path("grades.db"), "--db", dir_okay=False, help="The SQLite gradebook (created if missing)."),
-    jobs: int = typer.Option(os.cpu_count() or 1, "--jobs", "-j", min=1, help="Submissions graded at once."),
+    jobs: int = typer.Option(default_jobs(), "--jobs", "-j", min=1,
+                                  help="Submissions graded at once (default: one more than the cores)."),
     timeout: float = typer.Option(None, "--timeout", callback=positive_seconds,
                                   help="Seconds per submission and exercise, more than 0 (default: course.yaml)."),
     memory: int = typer.Option(None, "--memory", callback=memory_mib,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import typer
 
-from grader.cli.input_checks import CourseOption
+from grader.cli.input_checks import CourseOption, default_jobs
 from grader.course import CourseError, load_course
 
 exam_app = typer.Typer(help="Exams: per-student variants, building, grading.", no_args_is_help=True)
@@ -122,7 +122,8 @@ def grade(exam_id: str = typer.Argument(..., help="Exam id (course.yaml exams)."
           timestamps: Path = typer.Option(None, "--timestamps", exists=True, dir_okay=False,
                                           help="CSV student_id,submitted_at[,started_at] from the collection system."),
           answers_only: bool = typer.Option(False, "--answers-only", help="Grade the questions only (no sandbox needed)."),
-          jobs: int = typer.Option(os.cpu_count() or 1, "--jobs", "-j", min=1, help="Students graded at once (code)."),
+          jobs: int = typer.Option(default_jobs(), "--jobs", "-j", min=1,
+                                      help="Students graded at once (code; default: one more than the cores)."),
           db: Path = typer.Option(Path("grades.db"), "--db", dir_okay=False, help="The SQLite gradebook (created if missing): "
                                   "results are recorded there, and a rerun grades only what is missing."),
           trust_file_times: bool = typer.Option(
