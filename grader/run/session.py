@@ -4,6 +4,7 @@ only parses options and this module only orchestrates."""
 from __future__ import annotations
 
 import contextlib
+import gc
 import importlib.util
 import os
 import tempfile
@@ -87,6 +88,10 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
                                   executor=runner, on_result=advance, root=root, on_plan=lambda n: progress.update(bar, total=n),
                                   on_collected=similarity.start,
                                   students=set(students or []), force=force)
+            # This command ends once the reports are written: what lived before
+            # grading (torch, the references) stays out of the collector's way,
+            # as it did while grading (a full collection of it: 0.12 s).
+            gc.freeze()
             records = [r for r in (gradebook.get(k) for k in run.keys) if r is not None]
             lateness, late_problems = assess_class(course, run.submissions, run.keys, homework)
             gradebook.set_lateness({k: v.to_dict() for k, v in lateness.items()})
