@@ -287,7 +287,7 @@ def tying(module: ModuleType, config: dict, seed: int, idx: torch.Tensor, upstre
     model.train()
     distinct = [p for _, p in own_named_parameters(model)]  # a shared Parameter once
     (model(idx) * upstream).sum().backward()
-    # Plain SGD by hand: torch.optim's step imports torch._dynamo (1.3 s of a student's pytest run).
+    # Plain SGD by hand: torch.optim's step imports torch._dynamo (~1 s of a student's pytest run).
     with torch.no_grad():
         for parameter in distinct:
             if parameter.grad is not None:

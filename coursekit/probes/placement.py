@@ -85,7 +85,7 @@ def placement(build: Callable[[], nn.Module], args: tuple, *, train: bool = Fals
     with torch.no_grad():
         output = call(build().train(train), *args)
     shape = list(output.shape) if isinstance(output, torch.Tensor) else None
-    warm.defer_dynamo()  # a reference kernel's first call on meta would import torch._dynamo (1.4 s)
+    warm.defer_dynamo()  # a reference kernel's first call on meta would import torch._dynamo
     module = build().train(train)
     # Tensor attributes that .to() did not move (not registered as buffers):
     # one cause of a mismatch, told apart from tensors made in forward.

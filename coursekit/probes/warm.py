@@ -61,9 +61,11 @@ class _UntilDynamoImported:
         self.fn, self.recursive = fn, recursive
 
     def __call__(self, *args, **kwargs):
-        if "torch._dynamo" not in sys.modules:
+        # Not imported, or still being imported (by another thread, or by itself).
+        disable = getattr(sys.modules.get("torch._dynamo"), "disable", None)
+        if disable is None:
             return self.fn(*args, **kwargs)
-        disabled = sys.modules["torch._dynamo"].disable(self.fn, self.recursive, wrapping=False)
+        disabled = disable(self.fn, self.recursive, wrapping=False)
         setattr(self.fn, _CACHE_ATTRIBUTE, disabled)
         return disabled(*args, **kwargs)
 
@@ -73,12 +75,13 @@ _CACHE_ATTRIBUTE = "__dynamo_disable"
 
 
 def defer_dynamo() -> None:
-    """Spare this process the import of ``torch._dynamo`` (~1.3 s: sympy,
-    the tracer) that PyTorch's ``torch._disable_dynamo`` wrappers do on
-    their first call only to mark their function as one not to compile.
-    Every Python reference that the meta kernels run is such a function
-    (``masked_fill`` on ``meta``: 1.4 s of ``pytest exercises/05``'s 2.4
-    over ``import torch``). Each wrapper made so far gets
+    """Spare this process the import of ``torch._dynamo`` (1.4 s; 0.9 s
+    beyond the sympy that ``torch._check`` imports anyway) that PyTorch's
+    ``torch._disable_dynamo`` wrappers do on their first call only to mark
+    their function as one not to compile. Every Python reference that the
+    meta kernels run is such a function (``masked_fill`` on ``meta``: the
+    placement test was 1.39 s of ``pytest exercises/05``, 0.52 s now), and
+    so is an optimiser's ``add_param_group``. Each wrapper made so far gets
     :class:`_UntilDynamoImported` as its cached answer; the wrappers share
     one code object, which is how they are found. Done once, 40 ms.
     (An optimiser's ``step`` imports ``torch._dynamo`` directly: this does
@@ -107,8 +110,8 @@ def defer_dynamo() -> None:
 def optimizers() -> None:
     """A step of each optimiser the course's code uses (SGD, Adam, AdamW).
     In any process, first :func:`defer_dynamo`: making an optimiser then
-    imports nothing (its first ``step`` still does; a stub that fails
-    before one saves 1.4 s of ``pytest exercises/13``)."""
+    imports nothing (its first ``step`` still does; 13's stub, whose
+    tests fail before any step, ran 1.6 s longer)."""
     defer_dynamo()
     if not _AT_IMPORT or "optimizers" in _DONE:
         return
