@@ -146,6 +146,36 @@ def test_meta_kernels_and_a_new_optimiser_import_no_torch_dynamo_once_deferred(h
     assert seen["mark"] == ["_UntilDynamoImported", "function"]
 
 
+_COMPILED_AFTER_DEFERRAL = """
+import sys
+import torch
+from coursekit.probes import warm
+warm.defer_dynamo()
+torch.zeros(3, 3, device="meta").masked_fill(torch.ones(3, 3, dtype=torch.bool, device="meta"), 0.0)
+assert "torch._dynamo" not in sys.modules
+def f(a, m):
+    return torch.softmax(a.masked_fill(m, float("-inf")), -1) @ a
+a, m = torch.randn(4, 4), torch.ones(4, 4, dtype=torch.bool).triu(1)
+for backend in ("eager", "aot_eager"):  # aot_eager traces the reference kernels the marks are on
+    assert torch.allclose(torch.compile(f, backend=backend)(a, m), f(a, m)), backend
+torch.zeros(2, 2, device="meta").masked_fill(torch.ones(2, 2, dtype=torch.bool, device="meta"), 0.0)
+print("ok")
+"""
+
+
+def test_code_compiled_after_the_deferral_computes_what_eager_code_does():
+    """A student's own torch.compile in a process where the marks were
+    deferred (their pytest, after a placement test): once torch._dynamo
+    is imported the real marks take over, and compiled code computes what
+    eager code does."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _COMPILED_AFTER_DEFERRAL], cwd=Path(__file__).resolve().parents[1],
+                          capture_output=True, text=True, timeout=300)
+    assert done.stdout.strip() == "ok", done.stderr[-2000:]
+
+
 # A softmax written by hand, the usual way, recorded as the no-forbidden-calls
 # check records it; which operator objects the recording had to build.
 _BUILT_WHILE_RECORDING = """

@@ -131,7 +131,7 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
         console.print(f"deadlines: {late} late submission(s)" + (
             f", {unknown} with lateness unknown (no submission time on record: --timestamps, nbgrader's "
             "timestamp.txt or a git checkout gives one; grades.csv column lateness)" if unknown else ""))
-    # The report (matplotlib, ~1 s) is loaded only now that it is written.
+    # The report's code (jinja2, its templates) is loaded only now that it is written.
     from grader.report import write_grades_csv, write_html_report, write_results_json
 
     try:
