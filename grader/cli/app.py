@@ -71,7 +71,7 @@ def grade(
     out: Path = typer.Option(Path("grading"), "--out", help="Where grades.csv, results.json and report/ go."),
     db: Path = typer.Option(Path("grades.db"), "--db", dir_okay=False, help="The SQLite gradebook (created if missing)."),
     jobs: int = typer.Option(default_jobs(), "--jobs", "-j", min=1,
-                                  help="Submissions graded at once (default: one more than the cores)."),
+                             help="Submissions graded at once (default: one more than the cores)."),
     timeout: float = typer.Option(None, "--timeout", callback=positive_seconds,
                                   help="Seconds per submission and exercise, more than 0 (default: course.yaml)."),
     memory: int = typer.Option(None, "--memory", callback=memory_mib,

@@ -123,7 +123,7 @@ def grade(exam_id: str = typer.Argument(..., help="Exam id (course.yaml exams)."
                                           help="CSV student_id,submitted_at[,started_at] from the collection system."),
           answers_only: bool = typer.Option(False, "--answers-only", help="Grade the questions only (no sandbox needed)."),
           jobs: int = typer.Option(default_jobs(), "--jobs", "-j", min=1,
-                                      help="Students graded at once (code; default: one more than the cores)."),
+                                   help="Students graded at once (code; default: one more than the cores)."),
           db: Path = typer.Option(Path("grades.db"), "--db", dir_okay=False, help="The SQLite gradebook (created if missing): "
                                   "results are recorded there, and a rerun grades only what is missing."),
           trust_file_times: bool = typer.Option(

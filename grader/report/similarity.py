@@ -153,6 +153,9 @@ def _alike_texts(prints: dict[str, CodeFingerprint], threshold: float) -> list[t
     return alike
 
 
+_BY_NAMES = operator.itemgetter(0, 1)  # a (first, second, covered) pair, ordered by its students' names
+
+
 def _student_pairs(exercise: str, alike: list[tuple[str, str, dict[str, float]]], by_text: dict[str, list[str]],
                    sources: Mapping[str, str], limit: int | None) -> tuple[list[SimilarPair], int]:
     """The students' pairs of ``alike`` texts, most alike first, at most
@@ -174,9 +177,8 @@ def _student_pairs(exercise: str, alike: list[tuple[str, str, dict[str, float]]]
             others = itertools.combinations(group, 2) if first_text == second_text else \
                 itertools.product(group, by_text[second_text])
             names += [(*sorted((a, b)), covered) for a, b in others]
-        by_names = operator.itemgetter(0, 1)
-        chosen = sorted(names, key=by_names) if limit is None else \
-            heapq.nsmallest(limit - len(listed), names, key=by_names)
+        chosen = sorted(names, key=_BY_NAMES) if limit is None else \
+            heapq.nsmallest(limit - len(listed), names, key=_BY_NAMES)
         listed += [SimilarPair(exercise, first, second, covered[sources[first]], covered[sources[second]])
                    for first, second, covered in chosen]
     return listed, total
