@@ -4,7 +4,7 @@ confined child finds it imported, and a server that has only run
 exercise 01's probes has not paid for what 05's device checks need
 (sympy, imported by the meta-device kernels). Nor does anyone import
 torch._dynamo only for PyTorch's marks that a function is not to be
-compiled (coursekit.probes.warm.defer_dynamo)."""
+compiled (coursekit.probes.dynamo_deferral)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -73,7 +73,7 @@ def test_a_later_run_naming_a_heavy_probe_gets_a_child_forked_after_its_import(s
     assert run.status == "ok", run.reason
     seen = run.calls[1].value
     assert seen["coursekit.probes.placement"] and seen["torch.fx.experimental.symbolic_shapes"]
-    assert not seen["torch._dynamo"]  # the meta kernels' marks for the compiler, deferred (warm.defer_dynamo)
+    assert not seen["torch._dynamo"]  # the meta kernels' marks for the compiler, deferred (dynamo_deferral)
 
 
 def test_outside_the_server_a_probe_module_pays_nothing_at_import():
@@ -95,40 +95,50 @@ def test_outside_the_server_a_probe_module_pays_nothing_at_import():
 _DYNAMO_AFTER = """
 import gc, sys
 import torch
-from coursekit.probes import warm
+from coursekit.probes.dynamo_deferral import defer_dynamo
 if "freeze" in sys.argv:  # as the fork-server does before it loads a probe module
     gc.freeze()
 if "defer" in sys.argv:
-    warm.defer_dynamo()
+    defer_dynamo()
 seen = {}
 x = torch.zeros(3, 3, device="meta")
 x.masked_fill(torch.ones(3, 3, dtype=torch.bool, device="meta").triu(1), float("-inf")).softmax(-1)
 seen["meta"] = "torch._dynamo" in sys.modules
 model = torch.nn.Linear(3, 3)
-optimiser = torch.optim.SGD(model.parameters(), lr=0.1)
-optimiser.zero_grad()
+optimisers = [torch.optim.SGD(model.parameters(), lr=0.1), torch.optim.AdamW(model.parameters())]
+optimisers[0].zero_grad()
 seen["made"] = "torch._dynamo" in sys.modules
-model(torch.ones(2, 3)).sum().backward()
-optimiser.step()  # imports torch._dynamo itself
+for optimiser in optimisers:
+    model(torch.ones(2, 3)).sum().backward()
+    with torch.enable_grad():
+        optimiser.step()
+    assert torch.is_grad_enabled()
 seen["stepped"] = "torch._dynamo" in sys.modules
 seen["frozen_after"] = gc.get_freeze_count() > 0
-# Once torch._dynamo is imported, a deferred mark becomes PyTorch's own.
+# Once torch._dynamo is imported, a deferred mark and step become PyTorch's own.
+import torch._dynamo
+step = torch.optim.AdamW.step
+while step.__code__.co_name != "_use_grad":  # under the profiling hook
+    step = step.__wrapped__
 fn = torch.optim.Optimizer.zero_grad.__wrapped__
-before = type(getattr(fn, "__dynamo_disable", None)).__name__
-optimiser.zero_grad()
-seen["mark"] = [before, type(getattr(fn, "__dynamo_disable", None)).__name__]
+before = type(getattr(fn, "__dynamo_disable", None)).__name__, step.__code__.co_names
+optimisers[1].zero_grad()
+model(torch.ones(2, 3)).sum().backward()
+optimisers[1].step()
+seen["mark"] = [before[0], type(getattr(fn, "__dynamo_disable", None)).__name__]
+seen["graph_break"] = ["graph_break" in before[1], "graph_break" in step.__code__.co_names]
 print(seen)
 """
 
 
 @pytest.mark.parametrize("how", ["defer", "defer freeze", "as shipped"])
-def test_meta_kernels_and_a_new_optimiser_import_no_torch_dynamo_once_deferred(how):
-    """PyTorch's marks that a function is not to be compiled import
-    torch._dynamo (1.4 s) on their first call; warm.defer_dynamo makes the
-    meta kernels and an optimiser's set-up run without it, in the server
-    (whose heap is frozen) as in a student's pytest, and hands over to the
-    real mark once something imports torch._dynamo. As PyTorch ships, the
-    first meta kernel imports it: the test can fail."""
+def test_meta_kernels_and_optimisers_import_no_torch_dynamo_once_deferred(how):
+    """PyTorch's marks that a function is not to be compiled, and every
+    optimiser's step, import torch._dynamo (1.4 s) on their first call;
+    dynamo_deferral.defer_dynamo makes them run without it, in the server
+    (whose heap is frozen) as in a student's pytest, and hands over to
+    PyTorch's own once something imports torch._dynamo. As PyTorch ships,
+    the first meta kernel imports it: the test can fail."""
     import ast
     import subprocess
     import sys
@@ -137,20 +147,21 @@ def test_meta_kernels_and_a_new_optimiser_import_no_torch_dynamo_once_deferred(h
                           cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     seen = ast.literal_eval(done.stdout.strip())
-    assert seen["stepped"]
     if how == "as shipped":
-        assert seen["meta"] and seen["made"]
+        assert seen["meta"] and seen["made"] and seen["stepped"]
+        assert seen["graph_break"] == [True, True]
         return
-    assert not seen["meta"] and not seen["made"]
+    assert not seen["meta"] and not seen["made"] and not seen["stepped"]
     assert seen["frozen_after"] == ("freeze" in how)
     assert seen["mark"] == ["_UntilDynamoImported", "function"]
+    assert seen["graph_break"] == [False, True]
 
 
 _COMPILED_AFTER_DEFERRAL = """
 import sys
 import torch
-from coursekit.probes import warm
-warm.defer_dynamo()
+from coursekit.probes.dynamo_deferral import defer_dynamo
+defer_dynamo()
 torch.zeros(3, 3, device="meta").masked_fill(torch.ones(3, 3, dtype=torch.bool, device="meta"), 0.0)
 assert "torch._dynamo" not in sys.modules
 def f(a, m):
@@ -159,6 +170,20 @@ a, m = torch.randn(4, 4), torch.ones(4, 4, dtype=torch.bool).triu(1)
 for backend in ("eager", "aot_eager"):  # aot_eager traces the reference kernels the marks are on
     assert torch.allclose(torch.compile(f, backend=backend)(a, m), f(a, m)), backend
 torch.zeros(2, 2, device="meta").masked_fill(torch.ones(2, 2, dtype=torch.bool, device="meta"), 0.0)
+# A training step compiled whole, optimiser included, after deferred eager steps.
+def train(compiled):
+    torch.manual_seed(0)
+    model = torch.nn.Linear(3, 3)
+    optimiser = torch.optim.AdamW(model.parameters(), lr=0.1)
+    def step(x):
+        optimiser.zero_grad()
+        model(x).pow(2).sum().backward()
+        optimiser.step()
+    step = torch.compile(step, backend="eager") if compiled else step
+    for _ in range(3):
+        step(torch.ones(2, 3))
+    return model.weight.detach()
+assert torch.allclose(train(compiled=True), train(compiled=False), atol=1e-5)
 print("ok")
 """
 

@@ -25,6 +25,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_leaves
 
 from coursekit.probes import warm
+from coursekit.probes.dynamo_deferral import defer_dynamo
 from coursekit.probes.modules import devices_after_to
 
 DEVICE = torch.device("meta")
@@ -85,7 +86,7 @@ def placement(build: Callable[[], nn.Module], args: tuple, *, train: bool = Fals
     with torch.no_grad():
         output = call(build().train(train), *args)
     shape = list(output.shape) if isinstance(output, torch.Tensor) else None
-    warm.defer_dynamo()  # a reference kernel's first call on meta would import torch._dynamo
+    defer_dynamo()  # a reference kernel's first call on meta would import torch._dynamo
     module = build().train(train)
     # Tensor attributes that .to() did not move (not registered as buffers):
     # one cause of a mismatch, told apart from tensors made in forward.

@@ -1,28 +1,24 @@
 """First-use costs a probe module pays when it is imported, not in a child.
 
 Some parts of PyTorch load a great deal the first time they run: the
-meta-device kernels import sympy (0.55 s, for ``torch._check``) and, as
-PyTorch ships them, ``torch._dynamo`` (1.4 s), which an optimiser's first
-``step`` imports too. The
+meta-device kernels import sympy (0.55 s, for ``torch._check``). The
 sandbox's fork-server imports a probe module before it forks the first
 child that uses it (``grader.sandbox.server.load_probes``), so a module
-whose calls need one of these calls it at import: the cost is paid once
-per server, and never by a server grading exercises that need neither.
-Neither touches the global random state: what a probe draws must not
-depend on which modules happened to be imported before it.
+whose calls need such a thing calls its warm-up here at import: the cost
+is paid once per server, and never by a server grading exercises that do
+not need it. No warm-up touches the global random state: what a probe
+draws must not depend on which modules happened to be imported before it.
 
-Where nothing needs ``torch._dynamo`` but a mark that it is not to trace
-a function, :func:`defer_dynamo` keeps it from being imported: in the
-server and in a student's ``pytest exercises/NN`` alike.
+What PyTorch would import only for a compiler that is not running
+(``torch._dynamo``, 1.4 s) is not paid at all: see
+:mod:`coursekit.probes.dynamo_deferral`, used by every warm-up here.
 """
 from __future__ import annotations
 
-import gc
-import sys
-import types
-
 import torch
 from torch import nn
+
+from coursekit.probes.dynamo_deferral import defer_dynamo
 
 # Only the fork-server pays at import (grader.sandbox.server.warm_up calls
 # pay_at_import): in a student's own ``pytest exercises/NN`` the cost comes
@@ -50,68 +46,11 @@ def meta_kernels() -> None:
         nn.functional.layer_norm(layer(torch.zeros(1, 2, device="meta")).softmax(-1), (2,))
 
 
-class _UntilDynamoImported:
-    """What ``torch._dynamo.disable(fn)`` would return, for as long as
-    nothing has imported ``torch._dynamo``: then no compiler can be running,
-    and the wrapper it makes (run ``fn`` with the frame hook off) would call
-    ``fn`` as it is. Once something imports it, the real wrapper is made and
-    takes this one's place."""
-
-    def __init__(self, fn: types.FunctionType, recursive: bool):
-        self.fn, self.recursive = fn, recursive
-
-    def __call__(self, *args, **kwargs):
-        # Not imported, or still being imported (by another thread, or by itself).
-        disable = getattr(sys.modules.get("torch._dynamo"), "disable", None)
-        if disable is None:
-            return self.fn(*args, **kwargs)
-        disabled = disable(self.fn, self.recursive, wrapping=False)
-        setattr(self.fn, _CACHE_ATTRIBUTE, disabled)
-        return disabled(*args, **kwargs)
-
-
-# torch._compile._disable_dynamo's wrapper keeps what it made on the function, under this name.
-_CACHE_ATTRIBUTE = "__dynamo_disable"
-
-
-def defer_dynamo() -> None:
-    """Spare this process the import of ``torch._dynamo`` (1.4 s; 0.9 s
-    beyond the sympy that ``torch._check`` imports anyway) that PyTorch's
-    ``torch._disable_dynamo`` wrappers do on their first call only to mark
-    their function as one not to compile. Every Python reference that the
-    meta kernels run is such a function (``masked_fill`` on ``meta``: the
-    placement test was 1.39 s of ``pytest exercises/05``, 0.52 s now), and
-    so is an optimiser's ``add_param_group``. Each wrapper made so far gets
-    :class:`_UntilDynamoImported` as its cached answer; the wrappers share
-    one code object, which is how they are found. Done once, 40 ms.
-    (An optimiser's ``step`` imports ``torch._dynamo`` directly: this does
-    not help there.)"""
-    if "dynamo" in _DONE or "torch._dynamo" in sys.modules:
-        return
-    _DONE.add("dynamo")
-    wrapper_code = torch._disable_dynamo(lambda: None).__code__
-    if not {"fn", "recursive"} <= set(wrapper_code.co_freevars):
-        return  # another PyTorch than the one this was written for (2.13): leave it alone
-    frozen = gc.get_freeze_count()  # the fork-server freezes its heap: get_objects would not see it
-    if frozen:
-        gc.unfreeze()
-    try:
-        wrappers = [o for o in gc.get_objects() if type(o) is types.FunctionType and o.__code__ is wrapper_code]
-    finally:
-        if frozen:
-            gc.freeze()
-    for wrapper in wrappers:
-        cells = dict(zip(wrapper_code.co_freevars, (c.cell_contents for c in wrapper.__closure__)))
-        fn = cells["fn"]
-        if getattr(fn, _CACHE_ATTRIBUTE, None) is None:
-            setattr(fn, _CACHE_ATTRIBUTE, _UntilDynamoImported(fn, cells["recursive"]))
-
-
 def optimizers() -> None:
-    """A step of each optimiser the course's code uses (SGD, Adam, AdamW).
-    In any process, first :func:`defer_dynamo`: making an optimiser then
-    imports nothing (its first ``step`` still does; 13's stub, whose
-    tests fail before any step, ran 1.6 s longer)."""
+    """A step of each optimiser the course's code uses (SGD, Adam, AdamW),
+    in the server. In any process, first :func:`defer_dynamo`: making an
+    optimiser and stepping it then import nothing (13's stub, whose tests
+    fail before any step, ran 1.6 s longer; its reference 1.2 s)."""
     defer_dynamo()
     if not _AT_IMPORT or "optimizers" in _DONE:
         return
