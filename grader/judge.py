@@ -24,7 +24,7 @@ from __future__ import annotations
 import re
 import threading
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from grader.checks import Check, CheckPlan, checks_for, figures_for
@@ -66,8 +66,11 @@ class Verdict:
     instructor_detail: str = ""
 
     def to_dict(self) -> dict:
-        data = asdict(self)
-        data["message"] = self.message.model_dump()
+        # Not dataclasses.asdict: it deep-copies the message model only for it
+        # to be replaced (2.7 ms of the grader's main thread per submission).
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
+        data.update(message=self.message.model_dump(), pitfalls=list(self.pitfalls),
+                    confirmed=list(self.confirmed), possible=list(self.possible))
         return data
 
 
@@ -228,7 +231,9 @@ class Judge:
         limits = getattr(self.sandbox, "limits", None)
         verdicts: list[Verdict] = []
         detail = " ".join(run.reason.split())[:DETAIL_LIMIT] if run.status != "ok" else ""
-        missing = self._missing_names(exercise, source)
+        # Parsed only where it can matter: a call that raised AttributeError.
+        missing = self._missing_names(exercise, source) if any(
+            not call.ok and call.error_type == "AttributeError" for call in run.calls) else []
         failures = {check.id: check_failure(check, plan.slices[check.id], run, expected, source, limits, plan.calls)
                     for check in plan.checks}
         # A check counts when it passes and so does every check it requires

@@ -145,8 +145,10 @@ def test_the_repository_itself_is_never_a_module_folder(sandbox):
 
 
 def test_kwargs_must_be_plain_data(sandbox, tmp_path):
-    with pytest.raises(ValueError, match="plain data"):
-        sandbox.run(module(tmp_path, NORMAL), "submission", [call("double", object())])
+    refused = call("double", object())
+    for _ in range(2):  # every time: a call's encoding is kept only once it is valid
+        with pytest.raises(ValueError, match="plain data"):
+            sandbox.run(module(tmp_path, NORMAL), "submission", [call("double", 2), refused])
 
 
 def test_stdout_and_stderr_are_captured(sandbox, tmp_path):

@@ -276,13 +276,11 @@ class Sandbox:
             raise ValueError(f"the module's folder {folder} contains the repository")
         if not (folder / f"{module_name}.py").is_file():
             return RunResult("import_error", [], f"{module_name}.py is missing from {folder.name}/", "", "", 0.0)
-        for call in calls:
-            try:
-                wire.validate(call.kwargs)
-            except wire.ProtocolError as exc:
-                raise ValueError(f"probe kwargs must be plain data: {exc}") from None
         # Sent a batch at a time once the child has imported the module (RunState.pump).
-        call_frames = self._frames.batches(calls, batch_sizes(len(calls), batches))
+        try:
+            call_frames = self._frames.batches(calls, batch_sizes(len(calls), batches))
+        except wire.ProtocolError as exc:
+            raise ValueError(f"probe kwargs must be plain data: {exc}") from None
         probes = probe_modules(calls)
         self._server()
         started = time.monotonic()  # the wall clock starts once the fork-server is up

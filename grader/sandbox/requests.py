@@ -37,11 +37,14 @@ class CallFrames:
     def encoded(self, call: ProbeCall) -> bytes:
         """``[probe, kwargs]`` encoded, once per ProbeCall object: a judge
         sends the same hidden calls to every submission. (A ProbeCall is
-        frozen; its kwargs must not change once it has run.)"""
+        frozen; its kwargs must not change once it has run.) Raises
+        ProtocolError when the kwargs are not plain data within
+        :func:`wire.validate`'s limits, the child's own."""
         key = id(call)
         cached = self._encoded.get(key)
         if cached is not None and cached[0]() is call:
             return cached[1]
+        wire.validate(call.kwargs)
         encoded = wire.dumps([call.probe, call.kwargs])
         self._encoded[key] = (weakref.ref(call, lambda _, key=key: self._encoded.pop(key, None)), encoded)
         return encoded
