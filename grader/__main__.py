@@ -1,8 +1,15 @@
 """``python -m grader`` (and the ``grader`` command)."""
+import os
 import sys
 
 
 def main() -> None:
+    # numpy (imported with torch) starts OpenBLAS's thread pool, whose threads
+    # spin for ~0.1 s of CPU at start-up, here and in the fork-server, on the
+    # cores both need for their own torch imports (a class of one: 1.78 ->
+    # 1.69 s, median of 6). Nothing here does BLAS work worth a second thread,
+    # and a sandboxed child never starts one. An explicit setting is kept.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     # Before anything heavy is imported: a command that grades starts its
     # fork-server now, so the server's torch import runs beside ours.
     from grader.sandbox.prestart import start_for

@@ -179,3 +179,23 @@ def test_a_command_that_loaded_torch_exits_with_its_status_output_and_atexit(cod
     assert "atexit ran" in done.stderr
     if isinstance(code, str):
         assert "a message" in done.stderr
+
+
+@pytest.mark.parametrize("preset, wanted", [(None, "1"), ("3", "3")])
+def test_the_grader_and_its_fork_server_start_one_openblas_thread_unless_told_otherwise(preset, wanted):
+    """numpy's OpenBLAS pool spins at start-up on the cores the grader and
+    its fork-server need for their torch imports: the entry point asks for
+    one thread (inherited by the server it starts next), and keeps an
+    instructor's own setting."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    if preset is not None:
+        env["OPENBLAS_NUM_THREADS"] = preset
+    code = ("import os, sys; sys.argv = ['grader', '--help']\n"
+            "from grader.__main__ import main\n"
+            "try:\n    main()\nexcept SystemExit:\n    pass\n"
+            "print('OPENBLAS', os.environ.get('OPENBLAS_NUM_THREADS'))")
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, env=env,
+                          timeout=120)
+    assert f"OPENBLAS {wanted}" in done.stdout.splitlines(), done.stdout + done.stderr
