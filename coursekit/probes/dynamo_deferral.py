@@ -99,7 +99,8 @@ def _defer_mark(wrapper: types.FunctionType) -> None:
 # A step wrapper runs in torch.optim.optimizer's namespace: its new code finds
 # the function that does the work there, under this name.
 _STEP_NAME = "_coursekit_step_until_dynamo_imported"
-_deferred_steps: dict[types.FunctionType, tuple[types.FunctionType, types.CodeType]] = {}
+_deferred_steps: list[tuple[types.FunctionType, types.CodeType]] = []  # (wrapper, PyTorch's code)
+_wrapper_of: dict[types.FunctionType, types.FunctionType] = {}  # the function a wrapper steps with -> one wrapper of it
 
 
 def _step_code_template(func):
@@ -120,14 +121,14 @@ def _step_until_dynamo_imported(func, args: tuple, kwargs: dict):
             return func(*args, **kwargs)
         finally:
             torch.set_grad_enabled(grad_was)
-    for wrapper, original in _deferred_steps.values():
+    for wrapper, original in _deferred_steps:
         wrapper.__code__ = original
-    return _deferred_steps[func][0](*args, **kwargs)
+    return _wrapper_of[func](*args, **kwargs)
 
 
 def _defer_step(wrapper: types.FunctionType) -> None:
     namespace = wrapper.__globals__
     namespace.setdefault(_STEP_NAME, _step_until_dynamo_imported)
-    func = wrapper.__closure__[0].cell_contents
-    _deferred_steps[func] = (wrapper, wrapper.__code__)
+    _deferred_steps.append((wrapper, wrapper.__code__))
+    _wrapper_of.setdefault(wrapper.__closure__[0].cell_contents, wrapper)
     wrapper.__code__ = _step_code_template(None).__code__
