@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from coursekit.probes.modules import (hidden_list_modules, load_weights, own_named_parameters, train_eval_outputs,
                                       walk_modules)
 from coursekit.probes.placement import forward_placement
+from coursekit.probes import warm
 
 Weights = dict[str, torch.Tensor]
 
@@ -286,12 +287,10 @@ def tying(module: ModuleType, config: dict, seed: int, idx: torch.Tensor, upstre
     load_weights(model, {k: v.to(torch.float64) for k, v in gpt_weights(config, seed).items()})
     model.train()
     distinct = [p for _, p in own_named_parameters(model)]  # a shared Parameter once
+    optimiser = torch.optim.SGD(distinct, lr=lr)
+    optimiser.zero_grad()
     (model(idx) * upstream).sum().backward()
-    # Plain SGD by hand: torch.optim's step imports torch._dynamo (~1 s of a student's pytest run).
-    with torch.no_grad():
-        for parameter in distinct:
-            if parameter.grad is not None:
-                parameter.add_(parameter.grad, alpha=-lr)
+    optimiser.step()
     return {"tok_emb": model.tok_emb.weight.detach().clone(), "head": model.head.weight.detach().clone(),
             "n_parameters": sum(p.numel() for p in distinct),
             "expected_n_parameters": expected_parameter_count(config)}
@@ -370,3 +369,5 @@ def placement(module: ModuleType, config: dict, idx: torch.Tensor) -> dict:
     found = forward_placement(module, "GPT", config, [idx])
     return {**found, "hidden_lists": hidden_list_modules(build(module, "GPT", config))}
 
+
+warm.optimizers()  # its calls step optimisers: paid in the server, before a child (see warm)

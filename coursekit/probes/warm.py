@@ -11,7 +11,8 @@ draws must not depend on which modules happened to be imported before it.
 
 What PyTorch would import only for a compiler that is not running
 (``torch._dynamo``, 1.4 s) is not paid at all: see
-:mod:`coursekit.probes.dynamo_deferral`, used by every warm-up here.
+:mod:`coursekit.probes.dynamo_deferral`, which the meta-kernel and
+optimiser warm-ups below call first, in any process.
 """
 from __future__ import annotations
 
