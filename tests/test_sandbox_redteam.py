@@ -222,6 +222,19 @@ def test_allocating_10_gib_is_a_memory_status(sandbox, tmp_path):
     still_works(sandbox, tmp_path)
 
 
+@pytest.mark.slow
+def test_running_out_of_memory_stays_the_cause_when_a_later_call_hangs(sandbox, tmp_path):
+    # The first mistake is the one named: a run that ran out of memory and
+    # then timed out (a hoard that makes every later call slow) is a memory
+    # verdict that names the call that ran out, then says how the run ended.
+    source = "import time\ndef tensor():\n    return torch.ones(10 * 2**30, dtype=torch.uint8).sum()\n" \
+             "import torch\ndef nap():\n    time.sleep(600)\n"
+    result = sandbox.run(module(tmp_path, source), "submission", [call("tensor"), call("nap")])
+    assert result.status == "memory" and result.reason.startswith("call 1 (") and "2048 MiB" in result.reason
+    assert "then timed out after 6 s during call 2" in result.reason
+    still_works(sandbox, tmp_path)
+
+
 def test_no_new_processes_or_programs(sandbox, tmp_path):
     marker = Path(tempfile.gettempdir()) / f"sandbox-redteam-system-{os.getpid()}"
     source = f"""

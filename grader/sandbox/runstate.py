@@ -59,17 +59,14 @@ class RunState:
     # -- I/O ------------------------------------------------------------------
 
     def pump(self, fds: list[int], batches: list[tuple[int, bytes]], deadline: float) -> None:
-        """Feed the calls and read results and output until the run is
-        over: done, failed, out of time or output, or the child is gone.
+        """Feed the calls and read results and output until the run is over:
+        done, failed, out of time or output, or the child is gone.
 
-        ``batches`` are (number of calls, ready frame) pairs in call order;
-        each is written only when the child is ready for it (after
-        ``imported``, then after the previous batch's last result), never
-        before: see ``child._serve``. The result pipe is read when the child
-        rings the bell, when anything else wakes this loop (results first:
-        a frame that arrived with a burst of output, or before the deadline,
-        still counts), and on every write while the child says it streams
-        or the bell is gone (see ``child``)."""
+        ``batches``: (number of calls, ready frame) pairs in call order, each
+        written only once the child is ready for it (see ``child._serve``).
+        The result pipe is read when the bell rings, when anything else wakes
+        this loop (results first), and always while the child streams or the
+        bell is gone (see ``child``)."""
         request_w, result_r, out_r, err_r, bell_r = fds
         for fd in fds:
             os.set_blocking(fd, False)
@@ -321,6 +318,11 @@ class RunState:
             return f" after importing {self.module_name}.py"
         return f" after call {len(self.calls)}"
 
+    def _memory_head(self) -> str:
+        """A memory verdict names the first call out of memory first, whatever ended the run."""
+        i = self.memory_call
+        return f"call {i + 1} ({self.probes[i]}) exceeded the {self.limits.memory_mb} MiB memory limit"
+
     def _verdict(self, wait: dict) -> tuple[str, str]:
         status = wait.get("status")
         cpu = wait.get("cpu_s") or 0.0
@@ -330,12 +332,11 @@ class RunState:
         if self.import_error is not None:
             return "import_error", self.import_error
         if self.done:
-            if self.memory_call is not None:
-                return "memory", (f"call {self.memory_call + 1} ({self.probes[self.memory_call]}) exceeded "
-                                  f"the {self.limits.memory_mb} MiB memory limit")
-            return "ok", "ok"
-        if self.timed_out:
-            return "timeout", f"timed out after {self.limits.timeout_s:g} s{self._where()}"
+            return ("memory", self._memory_head()) if self.memory_call is not None else ("ok", "ok")
+        if self.timed_out:  # after running out of memory, that stays the cause (the first mistake)
+            ran_out = f"{self._memory_head()}, then " if self.memory_call is not None else ""
+            return "memory" if ran_out else "timeout", \
+                f"{ran_out}timed out after {self.limits.timeout_s:g} s{self._where()}"
         if self.output_exceeded:
             return "output_limit", f"printed more than {self.limits.output_limit_kb} KiB{self._where()}"
         if self.fatal:
@@ -347,8 +348,8 @@ class RunState:
             if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= self.limits.cpu_s):
                 return "timeout", f"used more than {self.limits.cpu_s:g} s of CPU time{self._where()}"
             if self.memory_call is not None:
-                return "memory", f"exceeded the {self.limits.memory_mb} MiB memory limit, then was " \
-                                 f"killed by signal {sig} ({_signame(sig)}){self._where()}"
+                return "memory", f"{self._memory_head()}, then was killed by signal {sig} ({_signame(sig)})" \
+                                 f"{self._where()}"
             return "crashed", f"killed by signal {sig} ({_signame(sig)}){self._where()}"
         if isinstance(status, int) and os.WIFEXITED(status):
             return "crashed", f"exited (code {os.WEXITSTATUS(status)}){self._where()} before finishing"
