@@ -225,13 +225,18 @@ def test_allocating_10_gib_is_a_memory_status(sandbox, tmp_path):
 @pytest.mark.slow
 def test_running_out_of_memory_stays_the_cause_when_a_later_call_hangs(sandbox, tmp_path):
     # The first mistake is the one named: a run that ran out of memory and
-    # then timed out (a hoard that makes every later call slow) is a memory
-    # verdict that names the call that ran out, then says how the run ended.
-    source = "import time\ndef tensor():\n    return torch.ones(10 * 2**30, dtype=torch.uint8).sum()\n" \
-             "import torch\ndef nap():\n    time.sleep(600)\n"
-    result = sandbox.run(module(tmp_path, source), "submission", [call("tensor"), call("nap")])
-    assert result.status == "memory" and result.reason.startswith("call 1 (") and "2048 MiB" in result.reason
-    assert "then timed out after 6 s during call 2" in result.reason
+    # then ran out of time (a hoard that makes every later call slow) is a
+    # memory verdict that names the call that ran out, then how the run ended.
+    source = "import time, torch\ndef tensor():\n    return torch.ones(10 * 2**30, dtype=torch.uint8).sum()\n" \
+             "def nap():\n    time.sleep(600)\ndef spin():\n    while True:\n        pass\n"
+    folder = module(tmp_path, source)
+    nap = sandbox.run(folder, "submission", [call("tensor"), call("nap")])
+    assert nap.status == "memory" and nap.reason.startswith("call 1 (") and "2048 MiB" in nap.reason
+    assert "then timed out after 6 s during call 2" in nap.reason
+    spin = sandbox.run(folder, "submission", [call("tensor"), call("spin")])
+    # RLIMIT_CPU (2 s) or the wall clock (6 s), whichever comes first on a busy machine.
+    assert spin.status == "memory" and spin.reason.startswith("call 1 (")
+    assert "then used more than 2 s of CPU time during call 2" in spin.reason or "then timed out" in spin.reason
     still_works(sandbox, tmp_path)
 
 

@@ -345,11 +345,12 @@ class RunState:
             return "crashed", f"closed its result stream{self._where()} and was ended by the grader"
         if isinstance(status, int) and os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
+            ran_out = f"{self._memory_head()}, then " if self.memory_call is not None else ""
             if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= self.limits.cpu_s):
-                return "timeout", f"used more than {self.limits.cpu_s:g} s of CPU time{self._where()}"
-            if self.memory_call is not None:
-                return "memory", f"{self._memory_head()}, then was killed by signal {sig} ({_signame(sig)})" \
-                                 f"{self._where()}"
+                return "memory" if ran_out else "timeout", \
+                    f"{ran_out}used more than {self.limits.cpu_s:g} s of CPU time{self._where()}"
+            if ran_out:
+                return "memory", f"{ran_out}was killed by signal {sig} ({_signame(sig)}){self._where()}"
             return "crashed", f"killed by signal {sig} ({_signame(sig)}){self._where()}"
         if isinstance(status, int) and os.WIFEXITED(status):
             return "crashed", f"exited (code {os.WEXITSTATUS(status)}){self._where()} before finishing"
