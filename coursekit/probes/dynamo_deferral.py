@@ -100,7 +100,6 @@ def _defer_mark(wrapper: types.FunctionType) -> None:
 # the function that does the work there, under this name.
 _STEP_NAME = "_coursekit_step_until_dynamo_imported"
 _deferred_steps: list[tuple[types.FunctionType, types.CodeType]] = []  # (wrapper, PyTorch's code)
-_wrapper_of: dict[types.FunctionType, types.FunctionType] = {}  # the function a wrapper steps with -> one wrapper of it
 
 
 def _step_code_template(func):
@@ -123,12 +122,12 @@ def _step_until_dynamo_imported(func, args: tuple, kwargs: dict):
             torch.set_grad_enabled(grad_was)
     for wrapper, original in _deferred_steps:
         wrapper.__code__ = original
-    return _wrapper_of[func](*args, **kwargs)
+    stepping = next(wrapper for wrapper, _ in _deferred_steps if wrapper.__closure__[0].cell_contents is func)
+    return stepping(*args, **kwargs)
 
 
 def _defer_step(wrapper: types.FunctionType) -> None:
     namespace = wrapper.__globals__
     namespace.setdefault(_STEP_NAME, _step_until_dynamo_imported)
     _deferred_steps.append((wrapper, wrapper.__code__))
-    _wrapper_of.setdefault(wrapper.__closure__[0].cell_contents, wrapper)
     wrapper.__code__ = _step_code_template(None).__code__

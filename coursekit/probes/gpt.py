@@ -20,10 +20,10 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
+from coursekit.probes import warm
 from coursekit.probes.modules import (hidden_list_modules, load_weights, own_named_parameters, train_eval_outputs,
                                       walk_modules)
 from coursekit.probes.placement import forward_placement
-from coursekit.probes import warm
 
 Weights = dict[str, torch.Tensor]
 

@@ -326,15 +326,16 @@ class RunState:
     def _verdict(self, wait: dict) -> tuple[str, str]:
         status = wait.get("status")
         cpu = wait.get("cpu_s") or 0.0
+        # After running out of memory, that stays the cause (the first mistake), however the run ended.
+        ran_out = f"{self._memory_head()}, then " if self.memory_call is not None else ""
         if self.protocol_error:
             return "protocol_error", f"the sandboxed run broke the result protocol{self._where()}: " \
                                      f"{self.protocol_error}"
         if self.import_error is not None:
             return "import_error", self.import_error
         if self.done:
-            return ("memory", self._memory_head()) if self.memory_call is not None else ("ok", "ok")
-        if self.timed_out:  # after running out of memory, that stays the cause (the first mistake)
-            ran_out = f"{self._memory_head()}, then " if self.memory_call is not None else ""
+            return ("memory", self._memory_head()) if ran_out else ("ok", "ok")
+        if self.timed_out:
             return "memory" if ran_out else "timeout", \
                 f"{ran_out}timed out after {self.limits.timeout_s:g} s{self._where()}"
         if self.output_exceeded:
@@ -345,7 +346,6 @@ class RunState:
             return "crashed", f"closed its result stream{self._where()} and was ended by the grader"
         if isinstance(status, int) and os.WIFSIGNALED(status):
             sig = os.WTERMSIG(status)
-            ran_out = f"{self._memory_head()}, then " if self.memory_call is not None else ""
             if sig == signal.SIGXCPU or (sig == signal.SIGKILL and cpu >= self.limits.cpu_s):
                 return "memory" if ran_out else "timeout", \
                     f"{ran_out}used more than {self.limits.cpu_s:g} s of CPU time{self._where()}"
