@@ -117,23 +117,43 @@ def recording(python_dispatch: bool = True) -> Iterator[dict[str, list[str]]]:
         with recorder:
             yield found
     finally:  # filled when the block raised too: what ran before the error counts
-        try:
-            events = _DISABLE()
-        except BaseException:
-            found.clear()  # the profiler was switched off inside: nothing it shows can be trusted
-            raise
+        _stop_profiler(found)
         if python_dispatch:
             found["dispatch"] = sorted(op for op in recorder.ops if op.startswith("aten::"))
-        names = {e.name() for thread in events for e in thread}  # one call into the profiler's event per event
-        found["profiler"] = sorted(name for name in names if name.startswith("aten::"))
+
+
+def _stop_profiler(found: dict[str, list[str]]) -> None:
+    """Switch the profiler off and put the ATen names it saw in ``found``;
+    when it was switched off already (inside the block), ``found`` is
+    emptied: nothing it shows can be trusted."""
+    try:
+        events = _DISABLE()
+    except BaseException:
+        found.clear()
+        raise
+    # One call into the profiler's event per event (half of them, the
+    # range ends, have no name).
+    found["profiler"] = sorted({name for thread in events for event in thread
+                                if (name := event.name()).startswith("aten::")})
 
 
 def _resolve(probe: str):
     """Another probe of this library, by its ``module:function`` name."""
-    if not _PROBE_NAME.match(probe):
-        raise ValueError("not a probe of coursekit.probes")
-    module_name, _, function = probe.partition(":")
-    return getattr(importlib.import_module(module_name), function)
+    found = _RESOLVED.get(probe)
+    if found is None:
+        if not _PROBE_NAME.match(probe):
+            raise ValueError("not a probe of coursekit.probes")
+        module_name, _, function = probe.partition(":")
+        found = getattr(importlib.import_module(module_name), function)
+        if len(_RESOLVED) < 256:  # a handful in a run; the names could come from anyone calling this
+            _RESOLVED[probe] = found
+    return found
+
+
+# Resolved once per process: a sandboxed child resolves the same few probes
+# for each of its calls. (Code in the same process could replace an entry as
+# easily as the module attribute it came from: it proves nothing either way.)
+_RESOLVED: dict[str, object] = {}
 
 
 def recorded(module: ModuleType, probe: str, cases: list[dict], python_dispatch: bool = True) -> dict:
@@ -204,10 +224,17 @@ def recorded_call(module: ModuleType, probe: str, kwargs: dict) -> dict:
     Checks whose every call is recorded leave no unobserved call in which
     code that notices the recorder could behave otherwise."""
     inner = _resolve(probe)
+    # recording(python_dispatch=False), written out: this runs for every
+    # call of every observed check (~60 a run), and the generator-based
+    # context manager was a fifth of what recording adds to a call.
     found: dict[str, list[str]] = {}
     try:
-        with recording(python_dispatch=False) as found:
+        _ENABLE(_CPU_ONLY)
+        found["profiler"] = []  # only once recording: a call it could not record keeps {}
+        try:
             value = inner(module, **kwargs)
+        finally:
+            _stop_profiler(found)
     except BaseException:
         _keep_raised(module, found)
         raise

@@ -247,14 +247,22 @@ def _next_batch(i: int) -> list[tuple[str, dict]] | None:
 
 
 def _resolve(probe: str):
-    """The probe function, or the exception that finding it raised."""
+    """The probe function, or the exception that finding it raised (found
+    once per probe: a run calls the same few ~60 times)."""
+    if (found := _resolved.get(probe)) is not None:
+        return found
     module_name, _, name = probe.partition(":")
     if not module_name.startswith(PROBE_PACKAGE):
         return ValueError(f"not a probe: {probe}")
     try:
-        return getattr(importlib.import_module(module_name), name)
+        found = getattr(importlib.import_module(module_name), name)
     except Exception as exc:
         return exc
+    _resolved[probe] = found
+    return found
+
+
+_resolved: dict[str, object] = {}
 
 
 def _call(i: int, fn, module, kwargs: dict) -> tuple[dict, object, bytes | None]:

@@ -13,8 +13,14 @@ writes split a few).
 
 Best effort: ``MADV_COLLAPSE`` needs Linux 6.1 and transparent huge pages
 set to ``madvise`` or ``always``; anywhere else the heap stays as it was.
-The server runs it when idle (~0.1 s): a page a live child shares is
-copied into the huge page, and the child keeps its own.
+A page a live child shares is copied into the huge page, and the child
+keeps its own.
+
+It is done one 2 MiB piece at a time (:func:`pieces`, :func:`collapse_piece`),
+each when the server has no message waiting: the whole heap takes ~0.3 s
+here (~5 ms a piece; a fresh virtual machine backs each new huge page on
+first touch), and done at once it stalled every run of a class that waited
+to start meanwhile (three runs of exercise 01 took 0.27 s instead of ~0.03).
 """
 from __future__ import annotations
 
@@ -42,21 +48,47 @@ def _regions() -> list[tuple[int, int]]:
     return found
 
 
-def collapse() -> int:
-    """Back the large anonymous regions with huge pages; bytes collapsed
-    (0 where the kernel cannot)."""
+def pieces() -> list[tuple[int, int]]:
+    """The whole 2 MiB pages inside the large anonymous regions, as
+    (start, end) ranges of one huge page each; none where /proc cannot
+    be read."""
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-        libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
         regions = _regions()
-    except (OSError, AttributeError, ValueError):
-        return 0
-    done = 0
+    except (OSError, ValueError):
+        return []
+    found = []
     for start, end in regions:
         start, end = (start + _HUGE - 1) & ~(_HUGE - 1), end & ~(_HUGE - 1)  # whole huge pages inside
-        if end <= start:
-            continue
-        if libc.madvise(start, end - start, _MADV_HUGEPAGE) == 0 \
-                and libc.madvise(start, end - start, _MADV_COLLAPSE) == 0:
-            done += end - start
-    return done
+        found += [(at, at + _HUGE) for at in range(start, end, _HUGE)]
+    return found
+
+
+def collapse_piece(piece: tuple[int, int]) -> bool:
+    """Back one piece with a huge page; whether the kernel did. A piece
+    unmapped since :func:`pieces` listed it, or one never written, fails
+    harmlessly."""
+    madvise = _madvise()
+    if madvise is None:
+        return False
+    start, end = piece
+    return madvise(start, end - start, _MADV_HUGEPAGE) == 0 and madvise(start, end - start, _MADV_COLLAPSE) == 0
+
+
+def collapse() -> int:
+    """Back the large anonymous regions with huge pages at once; bytes
+    collapsed (0 where the kernel cannot)."""
+    return sum(end - start for start, end in pieces() if collapse_piece((start, end)))
+
+
+_LIBC: list = []  # the loaded madvise, or None where it cannot be
+
+
+def _madvise():
+    if not _LIBC:
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+            libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+            _LIBC.append(libc.madvise)
+        except (OSError, AttributeError):
+            _LIBC.append(None)
+    return _LIBC[0]

@@ -160,17 +160,17 @@ def serve(ctl: socket.socket) -> None:
     spares = _Spares(ctl)
     children: dict[int, int] = {}
     released: list[int] = []
-    # The heap in huge pages makes each later fork cheaper: ~0.1 s, repaid
-    # after ~40 runs (~2.5 ms each), so done after the COLLAPSE_AFTER-th run
-    # (a class of one never waits for it), while a run's child works and no
-    # message waits; again after a probe module's import adds to the heap.
-    runs_to_collapse: int | None = COLLAPSE_AFTER  # None: collapsed, nothing added since
-    collapse_now = False
+    # The heap in huge pages makes each later fork and child cheaper: ~0.3 s
+    # of this process's time, repaid after ~100 runs (~2.5 ms each), so begun
+    # after the COLLAPSE_AFTER-th run (a class of one never pays for it), one
+    # 2 MiB piece whenever no message waits (done at once, it kept runs from
+    # starting); again after a probe module's import adds to the heap.
+    runs_to_collapse: int | None = COLLAPSE_AFTER  # None: collapsed (or under way), nothing added since
+    to_collapse: list[tuple[int, int]] = []
     while True:
         released = [pid for pid in released if not _reaped_now(pid)]
-        if collapse_now and not select.select([ctl], [], [], 0)[0]:
-            hugeheap.collapse()
-            collapse_now = False
+        if to_collapse and not select.select([ctl], [], [], 0)[0]:
+            hugeheap.collapse_piece(to_collapse.pop())
             continue
         if released and not select.select([ctl], [], [], 0.05)[0]:
             continue
@@ -206,7 +206,7 @@ def serve(ctl: socket.socket) -> None:
             if runs_to_collapse is not None:
                 runs_to_collapse -= 1
                 if runs_to_collapse == 0:
-                    collapse_now, runs_to_collapse = True, None
+                    to_collapse, runs_to_collapse = hugeheap.pieces()[::-1], None  # popped from the lowest: the heap first
         elif message["op"] == "release":  # killed and no status wanted: reap whenever it is gone
             pid = children.pop(message["id"], None)
             if pid:
