@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 import threading
-
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -193,12 +193,17 @@ class Judge:
 
     def _run_variants(self, exercise: Exercise, workdir: Path) -> dict[str, RunResult]:
         plan = self.plan(exercise)
-        results = {}
-        for pitfall_id, variant in load_variants(exercise, self.root).items():
-            folder = assemble(exercise, variant.source.encode(), workdir / f"variant-{exercise.id}-{pitfall_id}",
+
+        def run(pitfall_id: str, source: str) -> RunResult:
+            folder = assemble(exercise, source.encode(), workdir / f"variant-{exercise.id}-{pitfall_id}",
                               self.course, self.root)
-            results[pitfall_id] = self.sandbox.run(folder, exercise.module_name, plan.calls, check_batches(plan))
-        return results
+            return self.sandbox.run(folder, exercise.module_name, plan.calls, check_batches(plan))
+
+        variants = load_variants(exercise, self.root)
+        # At once: every thread whose submission fails waits for them.
+        with ThreadPoolExecutor(max_workers=max(1, len(variants))) as pool:
+            runs = {pitfall_id: pool.submit(run, pitfall_id, variant.source) for pitfall_id, variant in variants.items()}
+            return {pitfall_id: future.result() for pitfall_id, future in runs.items()}
 
     def _variant_failure(self, exercise: Exercise, check: Check, pitfall_id: str, variant: RunResult,
                          expected: RunResult) -> Failure | None:
@@ -218,7 +223,6 @@ class Judge:
             verdicts = [Verdict(c.id, False, 0.0, points[c.id], c.message, "not submitted", kind="not_run")
                         for c in plan.checks]
             return ExerciseResult(exercise.id, "not_submitted", "", verdicts, exercise.points)
-        expected = self.expected(exercise, workdir)
         # Read before the run: source rules judge the bytes as collected.
         source = _read_source(folder / exercise.module)
         run = self.sandbox.run(folder, exercise.module_name, plan.calls, check_batches(plan))
@@ -228,6 +232,8 @@ class Judge:
             # keyed by content, so that accident would be kept by every rerun.
             # Once: a submission ended again keeps that result.
             run = self.sandbox.run(folder, exercise.module_name, plan.calls, check_batches(plan))
+        # After the run: the first submissions run while the reference does.
+        expected = self.expected(exercise, workdir)
         limits = getattr(self.sandbox, "limits", None)
         verdicts: list[Verdict] = []
         detail = " ".join(run.reason.split())[:DETAIL_LIMIT] if run.status != "ok" else ""

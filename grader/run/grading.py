@@ -47,7 +47,8 @@ class Executor(Protocol):
     and hands each result back to the coordinating process, which records it."""
 
     def prepare(self, exercises: list[Exercise]) -> None:
-        """Compute the references of these exercises once, before any task."""
+        """Have the references of these exercises computed once, before any
+        task's result is compared with them."""
 
     def grade(self, tasks: list[Task]) -> Iterator[tuple[Task, ExerciseResult]]:
         """Each task with its result, in the order they finish."""
@@ -58,12 +59,18 @@ class LocalExecutor:
 
     def __init__(self, judge: Judge, workdir: Path, jobs: int = 2):
         self.judge, self.workdir, self.jobs = judge, workdir, max(1, jobs)
+        self._exercises: list[Exercise] = []
 
     def prepare(self, exercises: list[Exercise]) -> None:
-        for exercise in exercises:
-            self.judge.expected(exercise, self.workdir / "judge")
+        """The references are computed by :meth:`grade`, first in its queue:
+        their runs overlap the first submissions' runs (whose judging waits
+        for them only to compare)."""
+        self._exercises = list(exercises)
 
     def grade(self, tasks: list[Task]) -> Iterator[tuple[Task, ExerciseResult]]:
+        def reference(exercise: Exercise) -> None:
+            self.judge.expected(exercise, self.workdir / "judge")
+
         def grade_one(task: Task) -> tuple[Task, ExerciseResult]:
             try:
                 return task, self.judge.grade(task.part.exercise, task.part.folder, self.workdir / "judge")
@@ -73,8 +80,17 @@ class LocalExecutor:
                 return task, grader_error(task.part.exercise, exc)
 
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
-            for future in as_completed([pool.submit(grade_one, task) for task in tasks]):
-                yield future.result()
+            futures = [pool.submit(reference, exercise) for exercise in self._exercises if tasks]
+            futures += [pool.submit(grade_one, task) for task in tasks]
+            try:
+                for future in as_completed(futures):
+                    if (done := future.result()) is not None:   # a reference's is None
+                        yield done
+            except BaseException:
+                # A reference that fails its own checks (or a broken sandbox)
+                # stops the class: what has not started never will.
+                pool.shutdown(wait=True, cancel_futures=True)
+                raise
 
 
 def grader_error(exercise: Exercise, exc: BaseException) -> ExerciseResult:
@@ -141,7 +157,8 @@ def grade_class(course: Course, exercises: list[Exercise], submissions_dir: Path
                 on_plan: Callable[[int], None] | None = None,
                 on_collected: Callable[[list[Submission]], None] | None = None, root: Path = REPO_ROOT,
                 executor: Executor | None = None, sources: dict[str, Path] | None = None,
-                bare_modules: bool = False, students: set[str] | None = None, force: bool = False) -> ClassRun:
+                bare_modules: bool = False, students: set[str] | None = None, force: bool = False,
+                collected: list[Submission] | None = None) -> ClassRun:
     """Grade every submission in ``submissions_dir`` into ``gradebook``.
 
     ``executor`` runs the judging (default: ``jobs`` threads here, with
@@ -149,9 +166,10 @@ def grade_class(course: Course, exercises: list[Exercise], submissions_dir: Path
     ``sources`` and ``bare_modules``: see :func:`grader.intake.submissions.collect`;
     ``students``: only these; ``force``: grade again what is already graded;
     ``on_collected``: given the collected class before any is judged (their
-    folders live as long as ``workdir``)."""
-    submissions = collect(submissions_dir, course, exercises, workdir, root, sources=sources,
-                          bare_modules=bare_modules)
+    folders live as long as ``workdir``); ``collected``: the class, collected
+    already (by a caller that had something to do meanwhile)."""
+    submissions = collected if collected is not None else collect(
+        submissions_dir, course, exercises, workdir, root, sources=sources, bare_modules=bare_modules)
     if on_collected is not None:
         on_collected(submissions)
     if students:
@@ -169,7 +187,7 @@ def grade_class(course: Course, exercises: list[Exercise], submissions_dir: Path
     if executor is None:
         assert judge is not None, "grade_class needs a judge or an executor"
         executor = LocalExecutor(judge, workdir, jobs)
-    # References first, once, before the workers race for them.
+    # References once, before any submission is compared with them.
     executor.prepare(list({task.part.exercise.id: task.part.exercise for task in tasks}.values()))
     with settled_heap():
         for task, result in executor.grade(tasks):

@@ -4,6 +4,8 @@ student: the class goes on, that student's result says the grader failed
 GraderError (the grader cannot grade anyone) still stops the run."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from grader.gradebook import Gradebook
@@ -59,3 +61,36 @@ def test_a_judging_that_raises_is_that_students_result_and_is_graded_again(cours
 def test_a_grader_error_still_stops_the_run(course, class_dir):
     with Gradebook(class_dir / "grades.db") as book, pytest.raises(GraderError):
         _grade(course, class_dir, FlakyJudge("ben", GraderError("the reference fails")), book)
+
+
+class BrokenReference:
+    """A judge whose reference fails its own checks after a while (as a run
+    takes); like :class:`grader.judge.Judge`, each grading asks for the
+    reference after the submission's own run."""
+
+    def __init__(self):
+        self.graded = []
+
+    def expected(self, exercise, workdir):
+        time.sleep(0.2)
+        raise GraderError("the reference of 01_softmax fails its own hidden checks")
+
+    def grade(self, exercise, folder, workdir):
+        self.graded.append(folder.parent.name)
+        time.sleep(0.05)
+        self.expected(exercise, workdir)
+
+
+def test_a_reference_that_fails_stops_the_class_without_running_the_rest(course, tmp_path):
+    # The references run first in the queue, beside the first submissions;
+    # one that fails stops the class: the submissions not yet started never
+    # start (each would wait for the reference, then fail the same way).
+    for i in range(30):
+        (tmp_path / "subs" / f"s{i:02d}" / "01_softmax").mkdir(parents=True)
+        (tmp_path / "subs" / f"s{i:02d}" / "01_softmax" / "softmax.py").write_text(MODULE + f"# {i}\n")
+    judge = BrokenReference()
+    with Gradebook(tmp_path / "grades.db") as book:
+        with pytest.raises(GraderError, match="fails its own hidden checks"):
+            grade_class(course, [course.exercise("01")], tmp_path / "subs", book, judge, tmp_path / "work", jobs=2)
+        assert list(book.records(course.course.version)) == []
+    assert len(judge.graded) <= 2
