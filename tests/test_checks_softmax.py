@@ -275,6 +275,24 @@ def recorded_call_of(fn, x):
     return recorded_call(_module(fn), "coursekit.probes.softmax:softmax_output", {"x": x})
 
 
+def test_a_call_the_recorder_could_not_start_on_is_kept_unrecorded():
+    # A profiler already on (the module's own session) makes switching ours
+    # on fail: the call raises, and what it keeps is no recording at all,
+    # which the no-forbidden-calls check judges unrecorded, never clean.
+    from coursekit.probes import dispatch
+    from grader.checks.forbidden import _kernels_recorded
+
+    module = _module(_manual)
+    dispatch._ENABLE(dispatch._CPU_ONLY)
+    try:
+        with pytest.raises(RuntimeError):
+            dispatch.recorded_call(module, "coursekit.probes.softmax:softmax_output", {"x": torch.ones(2, 3)})
+    finally:
+        dispatch._DISABLE()
+    assert dispatch.raised_recordings(module) == [{}]
+    assert _kernels_recorded({}, (SOFTMAX,)) is None
+
+
 def test_a_call_that_raises_keeps_what_it_ran_for_the_raised_recordings():
     from coursekit.probes import dispatch
 

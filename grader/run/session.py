@@ -164,8 +164,10 @@ def _work_folder() -> Iterator[str]:
     """A temporary folder for the run (collected submissions, references),
     removed in a thread of its own once the block ends: the reports are
     written meanwhile (~0.1 s of file removals for a class of 300 here).
-    The thread is not a daemon, so the interpreter waits for it to finish."""
-    folder = tempfile.TemporaryDirectory(prefix="grade-")
+    The thread is not a daemon, so the interpreter waits for it to finish;
+    what cannot be removed is left behind, not printed as a traceback after
+    a run that has finished."""
+    folder = tempfile.TemporaryDirectory(prefix="grade-", ignore_cleanup_errors=True)
     try:
         yield folder.name
     finally:
