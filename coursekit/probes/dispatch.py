@@ -26,7 +26,7 @@ import importlib
 import re
 import weakref
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from types import ModuleType
 
 import torch
@@ -101,33 +101,12 @@ class _Recorder(_MODE_BASE):
         return func(*args, **(kwargs or {}))
 
 
-@contextmanager
-def recording(python_dispatch: bool = True) -> Iterator[dict[str, list[str]]]:
-    """Record the ATen operators run inside the block. The dict it yields is
-    filled on exit: ``{"dispatch": [...], "profiler": [...]}``, each a sorted
-    list of schema names (``aten::exp``); without ``python_dispatch``, the
-    profiler's alone (it sees all the mode sees, at a fraction of the cost:
-    the mode runs Python for every operator). Only the ``aten`` namespace is
-    kept: names of the student's own autograd functions or profiler labels
-    are theirs to choose and prove nothing."""
-    found: dict[str, list[str]] = {"profiler": []}
-    recorder = _Recorder() if python_dispatch else nullcontext()
-    _ENABLE(_CPU_ONLY)
-    try:
-        with recorder:
-            yield found
-    finally:  # filled when the block raised too: what ran before the error counts
-        _stop_profiler(found)
-        if python_dispatch:
-            found["dispatch"] = sorted(op for op in recorder.ops if op.startswith("aten::"))
-
-
-def _stop_profiler(found: dict[str, list[str]]) -> None:
+def _stop_profiler(found: dict[str, list[str]], *, _disable=_DISABLE) -> None:
     """Switch the profiler off and put the ATen names it saw in ``found``;
     when it was switched off already (inside the block), ``found`` is
     emptied: nothing it shows can be trusted."""
     try:
-        events = _DISABLE()
+        events = _disable()
     except BaseException:
         found.clear()
         raise
@@ -135,6 +114,35 @@ def _stop_profiler(found: dict[str, list[str]]) -> None:
     # range ends, have no name).
     found["profiler"] = sorted({name for thread in events for event in thread
                                 if (name := event.name()).startswith("aten::")})
+
+
+@contextmanager
+def recording(python_dispatch: bool = True, *, _enable=_ENABLE, _config=_CPU_ONLY, _stop=_stop_profiler,
+              _mode=_Recorder) -> Iterator[dict[str, list[str]]]:
+    """Record the ATen operators run inside the block. The dict it yields is
+    filled on exit: ``{"dispatch": [...], "profiler": [...]}``, each a sorted
+    list of schema names (``aten::exp``); without ``python_dispatch``, the
+    profiler's alone (it sees all the mode sees, at a fraction of the cost:
+    the mode runs Python for every operator). Only the ``aten`` namespace is
+    kept: names of the student's own autograd functions or profiler labels
+    are theirs to choose and prove nothing.
+
+    The keyword-only defaults are the machinery, bound when this module is
+    imported (before any student's module): code that rebinds this
+    module's names afterwards does not reach a recording."""
+    found: dict[str, list[str]] = {"profiler": []}
+    recorder = _mode() if python_dispatch else None
+    _enable(_config)
+    try:
+        if recorder is None:
+            yield found
+        else:
+            with recorder:
+                yield found
+    finally:  # filled when the block raised too: what ran before the error counts
+        _stop(found)
+        if python_dispatch:
+            found["dispatch"] = sorted(op for op in recorder.ops if op.startswith("aten::"))
 
 
 def _resolve(probe: str):
@@ -156,17 +164,19 @@ def _resolve(probe: str):
 _RESOLVED: dict[str, object] = {}
 
 
-def recorded(module: ModuleType, probe: str, cases: list[dict], python_dispatch: bool = True) -> dict:
+def recorded(module: ModuleType, probe: str, cases: list[dict], python_dispatch: bool = True, *,
+             _record=recording, _find=_resolve) -> dict:
     """Run ``probe`` (another probe of this library) on ``module`` once per
     kwargs in ``cases``, all under one :func:`recording` (with or without
     the dispatch mode: ``python_dispatch``); return what was recorded, and
     how many cases raised (``"raised"``). A case that raises
     does not stop the others: what is judged here is which kernels ran, and
     another check judges the errors. A stub's NotImplementedError
-    propagates: a stub has run nothing worth recording."""
-    inner = _resolve(probe)
+    propagates: a stub has run nothing worth recording. (Keyword-only
+    defaults: see :func:`recording`.)"""
+    inner = _find(probe)
     raised = 0
-    with recording(python_dispatch=python_dispatch) as found:
+    with _record(python_dispatch=python_dispatch) as found:
         for kwargs in cases:
             try:
                 inner(module, **kwargs)
@@ -217,26 +227,28 @@ def _raised_store():
 _keep_raised, raised_recordings = _raised_store()
 
 
-def recorded_call(module: ModuleType, probe: str, kwargs: dict) -> dict:
+def recorded_call(module: ModuleType, probe: str, kwargs: dict, *, _enable=_ENABLE, _config=_CPU_ONLY,
+                  _stop=_stop_profiler, _find=_resolve, _keep=_keep_raised) -> dict:
     """One call of ``probe`` under :func:`recording`: ``{"value": what the
     probe returned, "ops": what was recorded}``. Errors propagate, and what
     the call ran before it raised is kept for :func:`raised_recordings`.
     Checks whose every call is recorded leave no unobserved call in which
-    code that notices the recorder could behave otherwise."""
-    inner = _resolve(probe)
+    code that notices the recorder could behave otherwise. (Keyword-only
+    defaults: see :func:`recording`.)"""
+    inner = _find(probe)
     # recording(python_dispatch=False), written out: this runs for every
     # call of every observed check (~60 a run), and the generator-based
     # context manager was a fifth of what recording adds to a call.
     found: dict[str, list[str]] = {}
     try:
-        _ENABLE(_CPU_ONLY)
+        _enable(_config)
         found["profiler"] = []  # only once recording: a call it could not record keeps {}
         try:
             value = inner(module, **kwargs)
         finally:
-            _stop_profiler(found)
+            _stop(found)
     except BaseException:
-        _keep_raised(module, found)
+        _keep(module, found)
         raise
     return {"value": value, "ops": found}
 

@@ -210,6 +210,7 @@ def _serve(spec: dict) -> None:
     import torch
     from coursekit.loader import load_module
 
+    library = _probe_library(spec.get("probes"))
     torch.set_num_threads(spec["limits"]["threads"])
     try:
         module = load_module(spec["module_dir"], spec["module_name"])
@@ -222,7 +223,7 @@ def _serve(spec: dict) -> None:
     i = 0
     while (batch := _next_batch(i)) is not None:
         for probe, kwargs in batch:
-            _send(*_call(i, _resolve(probe), module, kwargs))
+            _send(*_call(i, _resolve(probe, library), module, kwargs))
             i += 1
         del batch, probe, kwargs  # nothing of this batch's inputs outlives it here
 
@@ -246,23 +247,31 @@ def _next_batch(i: int) -> list[tuple[str, dict]] | None:
     return [(probe, kwargs) for probe, kwargs in value]
 
 
-def _resolve(probe: str):
-    """The probe function, or the exception that finding it raised (found
-    once per probe: a run calls the same few ~60 times)."""
-    if (found := _resolved.get(probe)) is not None:
-        return found
+def _probe_library(names: object) -> dict[str, dict[str, object]]:
+    """What each probe module the run names holds, copied before the
+    student's module is imported (the fork-server imported them): code that
+    rebinds a probe module's names at import time (a fake recorder in place
+    of ``dispatch.recorded_call``) does not change what the calls run."""
+    library = {}
+    for name in names if isinstance(names, list) else []:
+        module = sys.modules.get(name) if isinstance(name, str) and name.startswith(PROBE_PACKAGE) else None
+        if module is not None:
+            library[name] = dict(vars(module))
+    return library
+
+
+def _resolve(probe: str, library: dict[str, dict[str, object]]):
+    """The probe function, or the exception that finding it raised."""
     module_name, _, name = probe.partition(":")
     if not module_name.startswith(PROBE_PACKAGE):
         return ValueError(f"not a probe: {probe}")
-    try:
-        found = getattr(importlib.import_module(module_name), name)
+    if module_name in library:
+        found = library[module_name].get(name)
+        return found if found is not None else AttributeError(f"module '{module_name}' has no attribute '{name}'")
+    try:  # a module the server could not import: the same error, here
+        return getattr(importlib.import_module(module_name), name)
     except Exception as exc:
         return exc
-    _resolved[probe] = found
-    return found
-
-
-_resolved: dict[str, object] = {}
 
 
 def _call(i: int, fn, module, kwargs: dict) -> tuple[dict, object, bytes | None]:
