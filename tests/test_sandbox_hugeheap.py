@@ -31,7 +31,7 @@ _COLLAPSE_A_LARGE_HEAP = """
 import sys
 from grader.sandbox import hugeheap
 block = bytearray(64 << 20)  # a large anonymous region, written
-done = hugeheap.collapse()
+done = sum(end - start for start, end in hugeheap.pieces() if hugeheap.collapse_piece((start, end)))
 huge = [int(l.split()[1]) for l in open("/proc/self/smaps_rollup") if l.startswith("AnonHugePages")][0]
 print(done, huge)
 """

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 
 _MADV_HUGEPAGE, _MADV_COLLAPSE = 14, 25
 _HUGE = 2 << 20
@@ -74,21 +75,12 @@ def collapse_piece(piece: tuple[int, int]) -> bool:
     return madvise(start, end - start, _MADV_HUGEPAGE) == 0 and madvise(start, end - start, _MADV_COLLAPSE) == 0
 
 
-def collapse() -> int:
-    """Back the large anonymous regions with huge pages at once; bytes
-    collapsed (0 where the kernel cannot)."""
-    return sum(end - start for start, end in pieces() if collapse_piece((start, end)))
-
-
-_LIBC: list = []  # the loaded madvise, or None where it cannot be
-
-
+@functools.cache
 def _madvise():
-    if not _LIBC:
-        try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-            libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-            _LIBC.append(libc.madvise)
-        except (OSError, AttributeError):
-            _LIBC.append(None)
-    return _LIBC[0]
+    """libc's madvise, loaded once; None where it cannot be."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+        libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        return libc.madvise
+    except (OSError, AttributeError):
+        return None
