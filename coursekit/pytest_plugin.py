@@ -10,6 +10,12 @@
   pitfall's ``error_patterns``.
 - A stub's ``NotImplementedError`` is reported in one line, not a traceback.
 - A progress summary per exercise at the end of the run.
+- Training tests (``@pytest.mark.training``: a model learns for a few
+  seconds) run only on request, so that ``pytest exercises/NN`` stays
+  about a second beyond importing torch: ``--train``, ``-m training``, or
+  the training test's file named on the command line. Every pitfall's
+  public hint comes from a fast test too; the progress summary says when a
+  training test did not run and how to run it.
 - ``COURSEKIT_REPORT=path.json`` writes every test's outcome and hint ids
   (the repository's self-tests read it).
 """
@@ -36,6 +42,8 @@ class Outcome:
     exercise: str
     outcome: str  # passed | failed | skipped
     not_implemented: bool = False
+    training: bool = False  # a training test (@pytest.mark.training)
+    training_not_run: bool = False  # ... skipped because it was not asked for
     pitfalls: list[str] = field(default_factory=list)
     message: str = ""
 
@@ -54,8 +62,14 @@ def _course(folder: Path) -> CourseInfo:
     return CourseInfo.near(folder)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--train", action="store_true", default=False,
+                     help="also run the exercises' training tests (a model learns for a few seconds each)")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "pitfalls(*ids): pitfall ids whose hints a failure of this test shows")
+    config.addinivalue_line("markers", "training: trains a model for seconds; runs with --train or when its file is named")
     # Exercise tensors are tiny: one thread is faster than two fighting over
     # a shared machine, and makes timings steadier.
     torch.set_num_threads(1)
@@ -75,6 +89,26 @@ def student(request: pytest.FixtureRequest):
         return load_module(folder, exercise["module"])
     except ExerciseImportError as exc:
         pytest.fail(str(exc), pytrace=False)
+
+
+TRAINING_NOT_RUN = "a training test: run it with --train"
+
+
+def _training_requested(config: pytest.Config, item: pytest.Item) -> bool:
+    """--train, a -m expression naming training, or the test's own file
+    (or one of its tests) named on the command line."""
+    if config.getoption("train", default=False) or "training" in (config.getoption("markexpr", default="") or ""):
+        return True
+    here = Path(str(item.path)).resolve()
+    invocation = Path(config.invocation_params.dir)
+    return any((invocation / arg.split("::", 1)[0]).resolve() == here for arg in config.args)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    skip = pytest.mark.skip(reason=TRAINING_NOT_RUN)
+    for item in items:
+        if item.get_closest_marker("training") and not _training_requested(config, item):
+            item.add_marker(skip)
 
 
 def _error_text(excinfo: pytest.ExceptionInfo) -> str:
@@ -136,7 +170,9 @@ def pytest_runtest_makereport_records(item: pytest.Item, call: pytest.CallInfo):
     if folder is None:
         return report
     if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
-        outcome = Outcome(item.nodeid, str(folder), exercise_id_of(folder), report.outcome)
+        training = bool(item.get_closest_marker("training"))
+        outcome = Outcome(item.nodeid, str(folder), exercise_id_of(folder), report.outcome, training=training,
+                          training_not_run=training and report.skipped and not _training_requested(item.config, item))
         excinfo = call.excinfo
         if report.failed and excinfo is not None:
             if excinfo.errisinstance(NotImplementedError):
@@ -157,6 +193,14 @@ def _add_hints(report: pytest.TestReport, folder: Path, pitfall_ids: list[str]) 
             report.sections.append((f"hint [{pitfall_id}]", f"{hint.en}\n{hint.zh}"))
 
 
+def _shown(folder: str, config: pytest.Config) -> str:
+    """The exercise folder as the student would type it from where pytest ran."""
+    try:
+        return str(Path(folder).relative_to(Path(config.invocation_params.dir).resolve()))
+    except ValueError:
+        return folder
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     by_folder: dict[str, list[Outcome]] = defaultdict(list)
     for outcome in _OUTCOMES:
@@ -164,6 +208,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     if by_folder:
         terminalreporter.section("progress")
         for folder, outcomes in sorted(by_folder.items()):
+            not_run = [o for o in outcomes if o.training_not_run]
+            outcomes = [o for o in outcomes if not o.training_not_run]
             passed = sum(o.outcome == "passed" for o in outcomes)
             failed = [o for o in outcomes if o.outcome == "failed"]
             if not failed:
@@ -173,5 +219,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
             else:
                 status = f"{len(failed)} to fix"
             terminalreporter.write_line(f"  {Path(folder).name:<28} {passed:>3}/{len(outcomes):<3} passed   {status}")
+            if not_run:
+                terminalreporter.write_line(f"  {'':<28} + {len(not_run)} training test not run: "
+                                            f"pytest {_shown(folder, config)} --train   (训练测试未运行：加上 --train)")
     if path := os.environ.get("COURSEKIT_REPORT"):
         Path(path).write_text(json.dumps([asdict(o) for o in _OUTCOMES], indent=1), encoding="utf-8")

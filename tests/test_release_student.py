@@ -150,3 +150,24 @@ def test_release_without_exercises_is_an_error(tmp_path, course):
     (empty_root / "exercises").mkdir(parents=True)
     with pytest.raises(ReleaseError, match="no exercise has a stub"):
         write_student_repo(course, empty_root, tmp_path / "out")
+
+
+def test_the_released_tree_runs_training_tests_only_with_train(released, tmp_path):
+    """`pytest` alone (testpaths) skips exercises 11 and 13's training tests
+    and says how to run them; `pytest --train` runs them; the mark is known."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "COURSE_YAML")}
+    for extra, ran in (([], False), (["--train"], True)):
+        report = tmp_path / f"report{len(extra)}.json"
+        done = subprocess.run([sys.executable, "-m", "pytest", *extra, "-p", "no:cacheprovider",
+                               "-W", "error::pytest.PytestUnknownMarkWarning"],
+                              cwd=released, env={**env, "COURSEKIT_REPORT": str(report)},
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
+        training = [o for o in json.loads(report.read_text()) if o["training"]]
+        assert len(training) == 2
+        if ran:
+            assert all(o["outcome"] == "failed" and o["not_implemented"] for o in training)
+            assert "training test not run" not in done.stdout
+        else:
+            assert all(o["outcome"] == "skipped" and o["training_not_run"] for o in training)
+            assert "training test not run: pytest exercises/13_training --train" in done.stdout

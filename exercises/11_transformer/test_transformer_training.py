@@ -1,15 +1,22 @@
 """Public test for exercise 11: a tiny Transformer must learn to copy.
 
 It trains for a few seconds on the CPU (200 Adam steps, one thread), with
-fixed seeds; the reference passes it for every seed we tried. Run it alone:
-pytest exercises/11_transformer/test_transformer_training.py
+fixed seeds; the reference passes it for every seed we tried. It is a
+training test: `pytest exercises/11_transformer` skips it so that the other
+tests answer in about a second. Run it with
+pytest exercises/11_transformer --train
+or alone: pytest exercises/11_transformer/test_transformer_training.py
 """
+import pytest
+
 from coursekit import expect
 from coursekit.probes.copy_task import COPY_CONFIG, copy_task
 
 STEPS = 200
 MIN_EXACT_MATCH = 0.5  # chance is about 8**-8
 MAX_FINAL_LOSS = 0.3   # mean of the last 20 training losses; at the start it is about log(11) = 2.4
+
+pytestmark = pytest.mark.training
 
 
 def test_a_tiny_transformer_learns_to_copy(student):

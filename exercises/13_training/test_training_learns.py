@@ -4,10 +4,15 @@ write Python, character by character, in a few seconds.
 The text is the Python standard library's own source (coursekit.probes.corpus:
 read from this machine's Python, never downloaded). 200 AdamW steps of a
 2-block, 32-wide GPT on one thread; the reference passes it for every seed
-we tried (bench/training_reliability.py). Run it alone:
-pytest exercises/13_training/test_training_learns.py
+we tried (bench/training_reliability.py). It is a training test:
+`pytest exercises/13_training` skips it so that the other tests answer in
+about a second. Run it with
+pytest exercises/13_training --train
+or alone: pytest exercises/13_training/test_training_learns.py
 """
 from pathlib import Path
+
+import pytest
 
 from coursekit import expect
 from coursekit.loader import load_module
@@ -18,6 +23,8 @@ from coursekit.probes.training import GPT_CONFIG, TRAIN_CONFIG, learns_text
 # measures both). Below 2.8 the model uses the characters before it. The
 # reference reaches 2.47-2.51 over 20 seeds.
 MAX_HELDOUT_LOSS = 2.8
+
+pytestmark = pytest.mark.training
 
 
 def test_a_tiny_gpt_learns_python_source(student):

@@ -51,6 +51,12 @@ class CaseResult:
     def hint_ids(self) -> set[str]:
         return {p for t in self.failed for p in t["pitfalls"]}
 
+    @property
+    def quick_hint_ids(self) -> set[str]:
+        """Hints shown by failed tests other than the training tests (which
+        `pytest exercises/NN` runs only with --train)."""
+        return {p for t in self.failed if not t.get("training") for p in t["pitfalls"]}
+
 
 def standard_cases(course: Course, exercise: Exercise, root: Path = REPO_ROOT) -> list[Case]:
     """Reference, untouched stub and every pitfall variant of ``exercise``."""
@@ -83,7 +89,7 @@ def _run_batch(cases: list[Case], workdir: Path, root: Path, timeout_s: float) -
     env = {**os.environ, "COURSEKIT_REPORT": str(report), "COURSE_YAML": str(root / "course.yaml"),
            "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", str(workdir)],
+        [sys.executable, "-m", "pytest", "-q", "--train", str(workdir)],
         cwd=workdir, env=env, capture_output=True, text=True, timeout=timeout_s, check=False,
     )
     if not report.exists():

@@ -4,7 +4,8 @@
 - the untouched stub fails every one of them with "not implemented"
   (and never with a collection error);
 - every pitfall variant fails at least one public test that shows the
-  pitfall's own hint, unless ``course.yaml`` marks it ``hidden_only``.
+  pitfall's own hint, unless ``course.yaml`` marks it ``hidden_only``;
+  a quick one, not only a training test (those run only with --train).
 
 ``grader selftest`` prints this; ``tests/test_exercises.py`` asserts it.
 """
@@ -49,6 +50,9 @@ def variant_problems(variant: CaseResult, pitfall_id: str) -> list[str]:
     if pitfall_id not in variant.hint_ids:
         return [f"variant {pitfall_id}: {len(variant.failed)} test(s) fail but none shows its hint "
                 f"(hints shown: {', '.join(sorted(variant.hint_ids)) or 'none'})"]
+    if pitfall_id not in variant.quick_hint_ids:
+        return [f"variant {pitfall_id}: only a training test shows its hint, and `pytest exercises/NN` "
+                "runs those only with --train"]
     return []
 
 

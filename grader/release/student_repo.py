@@ -61,7 +61,10 @@ addopts = "--import-mode=importlib --tb=short"
 # coursekit is importable from a fresh clone even before `pip install -e .`.
 pythonpath = ["."]
 testpaths = ["exercises"]
-markers = ["pitfalls(*ids): pitfall ids whose hints a failure of this test shows"]
+markers = [
+    "pitfalls(*ids): pitfall ids whose hints a failure of this test shows",
+    "training: trains a model for seconds; runs with --train or when its file is named",
+]
 '''
 
 GITIGNORE = ".venv/\n__pycache__/\n*.pyc\n*.egg-info/\n.pytest_cache/\n.ipynb_checkpoints/\n"
@@ -92,6 +95,7 @@ the stub (the module named in the table of the README), and run its public tests
 ```bash
 pytest exercises/01_softmax        # one exercise
 pytest exercises                   # all of them, with a progress table at the end
+pytest exercises --train           # the training tests too (11 and 13: seconds of training each)
 ```
 
 - `not implemented yet: ...` means the function still raises the stub's `NotImplementedError`;
