@@ -104,11 +104,15 @@ def _training_requested(config: pytest.Config, item: pytest.Item) -> bool:
     return any((invocation / arg.split("::", 1)[0]).resolve() == here for arg in config.args)
 
 
+_NOT_ASKED_FOR = pytest.StashKey[bool]()  # a training test skipped because nobody asked for it
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     skip = pytest.mark.skip(reason=TRAINING_NOT_RUN)
     for item in items:
         if item.get_closest_marker("training") and not _training_requested(config, item):
             item.add_marker(skip)
+            item.stash[_NOT_ASKED_FOR] = True
 
 
 def _error_text(excinfo: pytest.ExceptionInfo) -> str:
@@ -172,7 +176,7 @@ def pytest_runtest_makereport_records(item: pytest.Item, call: pytest.CallInfo):
     if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
         training = bool(item.get_closest_marker("training"))
         outcome = Outcome(item.nodeid, str(folder), exercise_id_of(folder), report.outcome, training=training,
-                          training_not_run=training and report.skipped and not _training_requested(item.config, item))
+                          training_not_run=report.skipped and item.stash.get(_NOT_ASKED_FOR, False))
         excinfo = call.excinfo
         if report.failed and excinfo is not None:
             if excinfo.errisinstance(NotImplementedError):
