@@ -12,8 +12,9 @@
 - A progress summary per exercise at the end of the run.
 - Training tests (``@pytest.mark.training``: a model learns for a few
   seconds) run only on request, so that ``pytest exercises/NN`` stays
-  about a second beyond importing torch: ``--train``, ``-m training``, or
-  the training test's file named on the command line. Every pitfall's
+  about a second beyond importing torch: ``--train``, ``-m training``, a
+  ``-k`` that selects training tests only, or the training test's file
+  named on the command line. Every pitfall's
   public hint comes from a fast test too; the progress summary says when a
   training test did not run and how to run it.
 - ``COURSEKIT_REPORT=path.json`` writes every test's outcome and hint ids
@@ -94,10 +95,13 @@ def student(request: pytest.FixtureRequest):
 TRAINING_NOT_RUN = "a training test: run it with --train"
 
 
-def _training_requested(config: pytest.Config, item: pytest.Item) -> bool:
-    """--train, a -m expression naming training, or the test's own file
-    (or one of its tests) named on the command line."""
+def _training_requested(config: pytest.Config, item: pytest.Item, selected: list[pytest.Item]) -> bool:
+    """--train, a -m expression naming training, a -k expression that
+    selects training tests only, or the test's own file (or one of its
+    tests) named on the command line."""
     if config.getoption("train", default=False) or "training" in (config.getoption("markexpr", default="") or ""):
+        return True
+    if config.getoption("keyword", default="") and all(i.get_closest_marker("training") for i in selected):
         return True
     here = Path(str(item.path)).resolve()
     invocation = Path(config.invocation_params.dir)
@@ -107,10 +111,11 @@ def _training_requested(config: pytest.Config, item: pytest.Item) -> bool:
 _NOT_ASKED_FOR = pytest.StashKey[bool]()  # a training test skipped because nobody asked for it
 
 
+@pytest.hookimpl(trylast=True)  # after -k and -m have deselected what they leave out
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     skip = pytest.mark.skip(reason=TRAINING_NOT_RUN)
     for item in items:
-        if item.get_closest_marker("training") and not _training_requested(config, item):
+        if item.get_closest_marker("training") and not _training_requested(config, item, items):
             item.add_marker(skip)
             item.stash[_NOT_ASKED_FOR] = True
 
@@ -216,7 +221,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
             outcomes = [o for o in outcomes if not o.training_not_run]
             passed = sum(o.outcome == "passed" for o in outcomes)
             failed = [o for o in outcomes if o.outcome == "failed"]
-            if not failed:
+            if not outcomes:
+                status = "nothing else selected"
+            elif not failed:
                 status = "done"
             elif all(o.not_implemented for o in failed):
                 status = "not implemented yet" if passed == 0 else f"{len(failed)} not implemented yet"

@@ -56,6 +56,16 @@ def test_train_runs_every_training_test(tmp_path):
     assert "not run" not in output
 
 
+def test_a_keyword_that_selects_only_training_tests_asks_for_them(tmp_path):
+    copy = sorted(TRAINING_TESTS)[0]
+    _, outcomes = public_run(tmp_path, "exercises/11_transformer", "-k", "copy")
+    assert [(o["nodeid"], o["outcome"], o["not_implemented"]) for o in outcomes] == [(copy, "failed", True)]
+    # With another test beside it, the training test still waits for --train.
+    output, outcomes = public_run(tmp_path, "exercises/11_transformer", "-k", "copy or padded")
+    assert {o["nodeid"]: o["training_not_run"] for o in outcomes if o["training"]} == {copy: True}
+    assert "1 training test not run" in output
+
+
 def _case_result(tests: list[dict]) -> CaseResult:
     return CaseResult(Case("11-variant-x", None), tests)  # type: ignore[arg-type]
 
