@@ -64,8 +64,11 @@ def _course(folder: Path) -> CourseInfo:
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--train", action="store_true", default=False,
-                     help="also run the exercises' training tests (a model learns for a few seconds each)")
+    try:
+        parser.addoption("--train", action="store_true", default=False,
+                         help="also run the exercises' training tests (a model learns for a few seconds each)")
+    except ValueError:  # loaded twice (exercises/conftest.py and -p coursekit.pytest_plugin): once is enough
+        pass
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -83,3 +83,11 @@ def test_a_hint_shown_only_by_a_training_test_is_a_problem_of_the_course():
         {"nodeid": "b", "outcome": "failed", "pitfalls": ["softmax-before-loss"], "training": False},
     ])
     assert variant_problems(also_quick, "softmax-before-loss") == []
+
+
+def test_the_option_survives_the_plugin_loaded_twice(tmp_path):
+    """exercises/conftest.py imports the plugin; `-p coursekit.pytest_plugin`
+    loads it again: --train is added once, not an error."""
+    output, outcomes = public_run(tmp_path, "-p", "coursekit.pytest_plugin", "exercises/11_transformer", "--train")
+    assert "already added" not in output
+    assert any(o["training"] and o["outcome"] == "failed" for o in outcomes)
