@@ -3,7 +3,7 @@
 It trains for a few seconds on the CPU (200 Adam steps, one thread), with
 fixed seeds; the reference passes it for every seed we tried. It is a
 training test: `pytest exercises/11_transformer` skips it so that the other
-tests answer in about a second. Run it with
+tests answer at once. Run it with
 pytest exercises/11_transformer --train
 or alone: pytest exercises/11_transformer/test_transformer_training.py
 """

@@ -5,8 +5,8 @@ The text is the Python standard library's own source (coursekit.probes.corpus:
 read from this machine's Python, never downloaded). 200 AdamW steps of a
 2-block, 32-wide GPT on one thread; the reference passes it for every seed
 we tried (bench/training_reliability.py). It is a training test:
-`pytest exercises/13_training` skips it so that the other tests answer in
-about a second. Run it with
+`pytest exercises/13_training` skips it so that the other tests answer at
+once. Run it with
 pytest exercises/13_training --train
 or alone: pytest exercises/13_training/test_training_learns.py
 """
