@@ -11,12 +11,12 @@
 - A stub's ``NotImplementedError`` is reported in one line, not a traceback.
 - A progress summary per exercise at the end of the run.
 - Training tests (``@pytest.mark.training``: a model learns for a few
-  seconds) run only on request, so that ``pytest exercises/NN`` stays
-  about a second beyond importing torch: ``--train``, ``-m training``, a
-  ``-k`` that selects training tests only, or the training test's file
-  named on the command line. Every pitfall's
-  public hint comes from a fast test too; the progress summary says when a
-  training test did not run and how to run it.
+  seconds) run only on request, so that ``pytest exercises/NN`` answers
+  at once: ``--train``, ``-m training``, a ``-k`` that selects training
+  tests only, or the training test's file named on the command line.
+  Every pitfall's public hint comes from a quick test too (the selftest
+  checks it); the progress summary says when a training test did not run
+  and how to run it.
 - ``COURSEKIT_REPORT=path.json`` writes every test's outcome and hint ids
   (the repository's self-tests read it).
 """
