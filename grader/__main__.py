@@ -34,13 +34,20 @@ def _exit_without_teardown(code: object) -> None:
     loaded (a third of `grader grade`'s fixed cost beyond ``import torch``).
     What an exit must do still happens: the atexit handlers (temporary
     folders, logging, a fork-server never used), flushed output, the exit
-    status. A command that left a thread that is not a daemon running exits
-    the ordinary way, which waits for it."""
+    status, and the wait for threads that are not daemons: ``grader
+    grade`` removes its work folder in one while the reports are written,
+    and it was usually still running when the command ended, which made
+    every such run pay the teardown after all. They are waited for as the
+    ordinary exit waits (``threading._shutdown``: executors' workers told to
+    stop, then every such thread joined); where this Python has no such
+    function, a live one sends the exit the ordinary way."""
     import atexit
     import os
     import threading
 
-    if any(t is not threading.main_thread() and not t.daemon and t.is_alive() for t in threading.enumerate()):
+    wait_for_threads = getattr(threading, "_shutdown", None)
+    if not callable(wait_for_threads) and any(
+            t is not threading.main_thread() and not t.daemon and t.is_alive() for t in threading.enumerate()):
         sys.exit(code)
     if code is None:
         status = 0
@@ -49,6 +56,8 @@ def _exit_without_teardown(code: object) -> None:
     else:  # sys.exit("message"): printed, status 1
         print(code, file=sys.stderr)
         status = 1
+    if callable(wait_for_threads):
+        wait_for_threads()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         try:

@@ -181,6 +181,38 @@ def test_a_command_that_loaded_torch_exits_with_its_status_output_and_atexit(cod
         assert "a message" in done.stderr
 
 
+def test_the_exit_waits_for_threads_that_are_not_daemons_and_still_skips_the_teardown():
+    """`grader grade` removes its work folder in a thread while the reports
+    are written: the exit waits for it, as the ordinary exit would, and an
+    executor left open does not hang it. The teardown is still skipped: an
+    object whose finaliser would print at teardown prints nothing."""
+    program = textwrap.dedent("""
+        import sys, threading, time
+        from concurrent.futures import ThreadPoolExecutor
+        import grader.cli
+        class NoticesTeardown:
+            def __del__(self):
+                sys.stdout.write(" torn down")
+        def command():
+            import torch
+            torch.kept = NoticesTeardown()
+            pool = ThreadPoolExecutor(2)
+            pool.submit(time.sleep, 0.05)
+            def late_work():
+                time.sleep(0.5)
+                sys.stdout.write("thread done")
+            threading.Thread(target=late_work).start()
+            sys.exit(3)
+        grader.cli.main = command
+        from grader.__main__ import main
+        main()
+    """)
+    done = subprocess.run([sys.executable, "-c", program], cwd=REPO_ROOT, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 3, done.stderr
+    assert done.stdout == "thread done"
+
+
 @pytest.mark.parametrize("preset, wanted", [(None, "1"), ("3", "3")])
 def test_the_grader_and_its_fork_server_start_one_openblas_thread_unless_told_otherwise(preset, wanted):
     """numpy's OpenBLAS pool spins at start-up on the cores the grader and
