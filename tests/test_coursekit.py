@@ -83,6 +83,37 @@ def test_a_misspelled_function_gets_one_line_not_a_traceback(tmp_path):
     assert "AttributeError" not in done.stdout                  # no traceback into the probe library
 
 
+def test_a_pytest_run_with_the_plugin_leaves_its_heap_out_of_the_collector_at_exit(tmp_path):
+    """The plugin freezes the heap when the process exits (the interpreter's
+    teardown would collect garbage over all of torch's objects, 0.3 s of a
+    run): an object that a test module keeps sees, when the teardown
+    destroys it, a frozen heap with the plugin and none without it. The
+    exit status is pytest's."""
+    import subprocess
+    import sys
+
+    from grader.course import REPO_ROOT
+
+    test = tmp_path / "test_teardown.py"
+    test.write_text(
+        "import gc, os\n"
+        "class Reporter:\n"
+        "    def __del__(self, frozen=gc.get_freeze_count, write=os.write):\n"
+        "        write(1, b'frozen at teardown: %d' % (frozen() > 0))\n"
+        "kept = Reporter()\n"
+        "def test_nothing():\n"
+        "    pass\n", encoding="utf-8")
+
+    def run(*plugin: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "pytest", "-q", str(test), "-p", "no:cacheprovider", *plugin],
+                              cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+
+    without, with_plugin = run(), run("-p", "coursekit.pytest_plugin")
+    assert without.returncode == 0 and "frozen at teardown: 0" in without.stdout, without.stdout
+    assert with_plugin.returncode == 0 and "1 passed" in with_plugin.stdout, with_plugin.stdout
+    assert "frozen at teardown: 1" in with_plugin.stdout, with_plugin.stdout
+
+
 def test_compare_tensors_accepts_exactly_what_its_rule_accepts():
     """The one-pass check (isclose in float64) and the rule it stands for:
     NaN where NaN, the same infinities, |a - e| <= atol + rtol * |e|."""
