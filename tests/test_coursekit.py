@@ -83,12 +83,12 @@ def test_a_misspelled_function_gets_one_line_not_a_traceback(tmp_path):
     assert "AttributeError" not in done.stdout                  # no traceback into the probe library
 
 
-def test_a_pytest_run_with_the_plugin_leaves_its_heap_out_of_the_collector_at_exit(tmp_path):
-    """The plugin freezes the heap when the process exits (the interpreter's
-    teardown would collect garbage over all of torch's objects, 0.3 s of a
-    run): an object that a test module keeps sees, when the teardown
-    destroys it, a frozen heap with the plugin and none without it. The
-    exit status is pytest's."""
+def test_a_pytest_run_with_the_plugin_keeps_torchs_heap_out_of_full_collections(tmp_path):
+    """The plugin freezes the heap when the session starts and again when
+    the process exits (full collections would walk all of torch's objects:
+    ~0.4 s of a run). What a test creates is still collected; an object
+    that a test module keeps sees a frozen heap when the teardown destroys
+    it. Without the plugin, none of this. The exit status is pytest's."""
     import subprocess
     import sys
 
@@ -96,22 +96,31 @@ def test_a_pytest_run_with_the_plugin_leaves_its_heap_out_of_the_collector_at_ex
 
     test = tmp_path / "test_teardown.py"
     test.write_text(
-        "import gc, os\n"
+        "import gc, os, weakref\n"
         "class Reporter:\n"
         "    def __del__(self, frozen=gc.get_freeze_count, write=os.write):\n"
-        "        write(1, b'frozen at teardown: %d' % (frozen() > 0))\n"
+        "        write(1, b' frozen at teardown: %d' % (frozen() > 0))\n"
         "kept = Reporter()\n"
-        "def test_nothing():\n"
-        "    pass\n", encoding="utf-8")
+        "class Cycle:\n"
+        "    pass\n"
+        "def test_a_cycle_made_here_is_collected():\n"
+        "    cycle = Cycle()\n"
+        "    cycle.me = cycle\n"
+        "    gone = weakref.ref(cycle)\n"
+        "    del cycle\n"
+        "    gc.collect()\n"
+        "    assert gone() is None\n"
+        "    os.write(1, b' frozen in session: %d' % (gc.get_freeze_count() > 0))\n", encoding="utf-8")
 
     def run(*plugin: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "pytest", "-q", str(test), "-p", "no:cacheprovider", *plugin],
-                              cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+        return subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", str(test), "-p", "no:cacheprovider",
+                               *plugin], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
 
     without, with_plugin = run(), run("-p", "coursekit.pytest_plugin")
-    assert without.returncode == 0 and "frozen at teardown: 0" in without.stdout, without.stdout
+    assert without.returncode == 0 and "1 passed" in without.stdout, without.stdout
+    assert "frozen in session: 0" in without.stdout and "frozen at teardown: 0" in without.stdout
     assert with_plugin.returncode == 0 and "1 passed" in with_plugin.stdout, with_plugin.stdout
-    assert "frozen at teardown: 1" in with_plugin.stdout, with_plugin.stdout
+    assert "frozen in session: 1" in with_plugin.stdout and "frozen at teardown: 1" in with_plugin.stdout
 
 
 def test_compare_tensors_accepts_exactly_what_its_rule_accepts():
