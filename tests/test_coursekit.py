@@ -109,7 +109,7 @@ def test_a_pytest_run_with_the_plugin_keeps_torchs_heap_out_of_full_collections(
         "    gone = weakref.ref(cycle)\n"
         "    del cycle\n"
         "    gc.collect()\n"
-        "    assert gone() is None\n"
+        "    assert gone() is None and gc.isenabled()\n"
         "    os.write(1, b' frozen in session: %d' % (gc.get_freeze_count() > 0))\n", encoding="utf-8")
 
     def run(*plugin: str) -> subprocess.CompletedProcess:

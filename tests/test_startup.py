@@ -231,3 +231,38 @@ def test_the_grader_and_its_fork_server_start_one_openblas_thread_unless_told_ot
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, env=env,
                           timeout=120)
     assert f"OPENBLAS {wanted}" in done.stdout.splitlines(), done.stdout + done.stderr
+
+
+# -- the collector paused while torch is imported ---------------------------------------------
+
+@pytest.mark.parametrize("enabled_before", [True, False])
+def test_the_collector_is_paused_inside_the_block_and_as_it_was_after(enabled_before):
+    import gc
+
+    from grader.heap import collector_paused
+
+    was = gc.isenabled()
+    try:
+        gc.enable() if enabled_before else gc.disable()
+        with collector_paused():
+            assert not gc.isenabled()
+        assert gc.isenabled() == enabled_before
+        with pytest.raises(ZeroDivisionError):
+            with collector_paused():
+                1 / 0
+        assert gc.isenabled() == enabled_before
+    finally:
+        gc.enable() if was else gc.disable()
+
+
+def test_the_fork_server_collects_garbage_again_after_its_warm_up():
+    """The server warms up (torch's import) with the collector paused; its
+    loop, and the children it forks, run with it on and the warm-up's heap
+    frozen, as before."""
+    done = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import gc, sys
+        from grader.sandbox import server
+        server.warm_up()
+        sys.stdout.write(f"{gc.isenabled()} {gc.get_freeze_count() > 0}")
+    """)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert done.stdout == "True True", done.stderr

@@ -95,7 +95,10 @@ def grade(
 
     Exits 0 when grading completed (whatever the students scored), non-zero
     only when the grader could not do its job."""
-    from grader.run.session import run_grading
+    from grader.heap import collector_paused
+
+    with collector_paused():  # torch and the checks: objects, next to no garbage
+        from grader.run.session import run_grading
 
     check_class_folder(submissions, course)
     check_students(submissions, student or [])

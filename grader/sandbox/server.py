@@ -37,8 +37,18 @@ def warm_up() -> dict:
     """Import and exercise what every child uses (torch, the module loader,
     the dispatcher recorder), so children need no lazy imports (and no lazy
     thread pools) after confinement. The probe modules a run names come
-    later, before its child is forked (:func:`load_probes`)."""
+    later, before its child is forked (:func:`load_probes`).
+
+    The garbage collector is paused meanwhile (grader/heap.py); what the
+    warm-up leaves is frozen at its end (:func:`_freeze`)."""
+    from grader.heap import collector_paused
+
     started = time.perf_counter()
+    with collector_paused():
+        return _warm_up(started)
+
+
+def _warm_up(started: float) -> dict:
     import torch
     from torch import nn
 
@@ -89,6 +99,7 @@ def load_probes(names: object) -> bool:
     left for the child to report, as its call's error."""
     import importlib
 
+    from grader.heap import collector_paused
     from grader.sandbox.requests import PROBE_PACKAGE
 
     if not isinstance(names, list):
@@ -96,11 +107,12 @@ def load_probes(names: object) -> bool:
     new = [n for n in names if isinstance(n, str) and n.startswith(PROBE_PACKAGE) and n not in sys.modules
            and all(part.isidentifier() for part in n.split("."))]
     before = len(sys.modules)
-    for name in new:
-        try:
-            importlib.import_module(name)
-        except Exception:  # noqa: BLE001 - the child's own import of it raises the same, per call
-            pass
+    with collector_paused():  # as in warm_up: imports (sympy's, for the meta device) make objects, not garbage
+        for name in new:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001 - the child's own import of it raises the same, per call
+                pass
     if len(sys.modules) == before:  # nothing new (a module that keeps failing costs no fresh spare)
         return False
     _freeze()
