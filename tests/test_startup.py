@@ -236,22 +236,31 @@ def test_the_grader_and_its_fork_server_start_one_openblas_thread_unless_told_ot
 # -- the collector paused while torch is imported ---------------------------------------------
 
 @pytest.mark.parametrize("enabled_before", [True, False])
-def test_the_collector_is_paused_inside_the_block_and_as_it_was_after(enabled_before):
+def test_frozen_imports_pause_the_collector_then_freeze_what_they_made(enabled_before):
     import gc
 
-    from grader.heap import collector_paused
+    from grader.heap import frozen_imports
+
+    class Made:
+        pass
 
     was = gc.isenabled()
     try:
         gc.enable() if enabled_before else gc.disable()
-        with collector_paused():
+        gc.unfreeze()
+        with frozen_imports():
             assert not gc.isenabled()
+            made = Made()
         assert gc.isenabled() == enabled_before
+        assert gc.get_freeze_count() > 0
+        assert not any(made is o for o in gc.get_objects())  # frozen: no generation holds it
+        gc.unfreeze()
         with pytest.raises(ZeroDivisionError):
-            with collector_paused():
+            with frozen_imports():
                 1 / 0
-        assert gc.isenabled() == enabled_before
+        assert gc.isenabled() == enabled_before and gc.get_freeze_count() > 0
     finally:
+        gc.unfreeze()
         gc.enable() if was else gc.disable()
 
 

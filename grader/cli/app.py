@@ -95,9 +95,9 @@ def grade(
 
     Exits 0 when grading completed (whatever the students scored), non-zero
     only when the grader could not do its job."""
-    from grader.heap import collector_paused
+    from grader.heap import frozen_imports
 
-    with collector_paused():  # torch and the checks: objects, next to no garbage
+    with frozen_imports():  # torch and the checks: objects for the process's life, next to no garbage
         from grader.run.session import run_grading
 
     check_class_folder(submissions, course)

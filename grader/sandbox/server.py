@@ -39,12 +39,12 @@ def warm_up() -> dict:
     thread pools) after confinement. The probe modules a run names come
     later, before its child is forked (:func:`load_probes`).
 
-    The garbage collector is paused meanwhile (grader/heap.py); what the
-    warm-up leaves is frozen at its end (:func:`_freeze`)."""
-    from grader.heap import collector_paused
+    The garbage collector is paused meanwhile, and what the warm-up
+    leaves is frozen at its end (grader/heap.py, :func:`_freeze`)."""
+    from grader.heap import frozen_imports
 
     started = time.perf_counter()
-    with collector_paused():
+    with frozen_imports():
         return _warm_up(started)
 
 
@@ -99,7 +99,7 @@ def load_probes(names: object) -> bool:
     left for the child to report, as its call's error."""
     import importlib
 
-    from grader.heap import collector_paused
+    from grader.heap import frozen_imports
     from grader.sandbox.requests import PROBE_PACKAGE
 
     if not isinstance(names, list):
@@ -107,7 +107,7 @@ def load_probes(names: object) -> bool:
     new = [n for n in names if isinstance(n, str) and n.startswith(PROBE_PACKAGE) and n not in sys.modules
            and all(part.isidentifier() for part in n.split("."))]
     before = len(sys.modules)
-    with collector_paused():  # as in warm_up: imports (sympy's, for the meta device) make objects, not garbage
+    with frozen_imports():  # as in warm_up: imports (sympy's, for the meta device) make objects, not garbage
         for name in new:
             try:
                 importlib.import_module(name)
