@@ -107,8 +107,8 @@ def _keep_the_heap_out_of_the_collector() -> None:
     the session ends (to find unraisable exceptions) and the interpreter's
     teardown more, over all of torch's objects; 0.4 s of a `pytest
     exercises/11` here, ~0.03 s now. What the tests create is collected as
-    usual until the exit. Once: a session run inside another process
-    (pytester) leaves that process's collector as it was."""
+    usual until the exit. Once per process: a session run inside another
+    one (pytester) does not freeze the other's objects again."""
     if not _heap_frozen:
         _heap_frozen.append(True)
         gc.freeze()
