@@ -34,18 +34,10 @@ from pathlib import Path
 
 import pytest
 
-# Importing torch makes ~170k objects that live as long as the process, and
-# next to no garbage: the collector is paused meanwhile, and what it made is
-# frozen at once (left in the youngest generation, the first collection
-# after would walk it all). As grader/heap.py does for the grader.
-_collecting = gc.isenabled()
-gc.disable()
-try:
+from coursekit.heap import frozen_imports
+
+with frozen_imports():  # torch's ~170k objects: for the process's life, next to no garbage
     import torch
-finally:
-    gc.freeze()
-    if _collecting:
-        gc.enable()
 
 from coursekit.course import CourseInfo, exercise_id_of
 from coursekit.expect import ProbeFailure

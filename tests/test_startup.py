@@ -239,7 +239,7 @@ def test_the_grader_and_its_fork_server_start_one_openblas_thread_unless_told_ot
 def test_frozen_imports_pause_the_collector_then_freeze_what_they_made(enabled_before):
     import gc
 
-    from grader.heap import frozen_imports
+    from coursekit.heap import frozen_imports
 
     class Made:
         pass

@@ -95,7 +95,7 @@ def grade(
 
     Exits 0 when grading completed (whatever the students scored), non-zero
     only when the grader could not do its job."""
-    from grader.heap import frozen_imports
+    from coursekit.heap import frozen_imports
 
     with frozen_imports():  # torch and the checks: objects for the process's life, next to no garbage
         from grader.run.session import run_grading

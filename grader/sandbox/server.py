@@ -40,8 +40,8 @@ def warm_up() -> dict:
     later, before its child is forked (:func:`load_probes`).
 
     The garbage collector is paused meanwhile, and what the warm-up
-    leaves is frozen at its end (grader/heap.py, :func:`_freeze`)."""
-    from grader.heap import frozen_imports
+    leaves is frozen at its end (coursekit/heap.py, :func:`_freeze`)."""
+    from coursekit.heap import frozen_imports
 
     started = time.perf_counter()
     with frozen_imports():
@@ -99,7 +99,7 @@ def load_probes(names: object) -> bool:
     left for the child to report, as its call's error."""
     import importlib
 
-    from grader.heap import frozen_imports
+    from coursekit.heap import frozen_imports
     from grader.sandbox.requests import PROBE_PACKAGE
 
     if not isinstance(names, list):
