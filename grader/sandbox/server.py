@@ -23,7 +23,6 @@ cannot be recycled under it: its ``killpg`` always hits the right group.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import select
@@ -40,7 +39,12 @@ def warm_up() -> dict:
     later, before its child is forked (:func:`load_probes`).
 
     The garbage collector is paused meanwhile, and what the warm-up
-    leaves is frozen at its end (coursekit/heap.py, :func:`_freeze`)."""
+    leaves is frozen when it ends (coursekit/heap.py), as is what
+    :func:`load_probes` imports: a garbage collection in a child would
+    otherwise touch (and copy-on-write) the whole heap, which measured
+    650 ms and 18k page faults per child here. (No collection first: it
+    cost 85 ms of the start-up, to free a little memory the server would
+    keep anyway.)"""
     from coursekit.heap import frozen_imports
 
     started = time.perf_counter()
@@ -73,21 +77,11 @@ def _warm_up(started: float) -> dict:
             dispatch.canary(None)
     warm.operators()  # the operators children run, each built once here
     wire.loads(wire.dumps({"x": x, "d": torch.float32, "t": (1, 2.0, "s", None, [True])}))
-    _freeze()
     status = open("/proc/self/status").read()
     vm_kb = int(status.split("VmSize:")[1].split()[0]) if "VmSize:" in status else 0
     return {"torch": torch.__version__, "python": sys.version.split()[0], "warmup_s": time.perf_counter() - started,
             "vm_mb": vm_kb >> 10, "pid": os.getpid(), "euid": os.geteuid(), "sys_path": sys.path,
             "executable": sys.executable}
-
-
-def _freeze() -> None:
-    """Move every object to the permanent generation: a garbage collection
-    in a child would otherwise touch (and copy-on-write) the whole heap,
-    which measured 650 ms and 18k page faults per child here. (No
-    collection first: it cost 85 ms of the start-up, to free a little
-    memory the server would keep anyway.)"""
-    gc.freeze()
 
 
 def load_probes(names: object) -> bool:
@@ -107,7 +101,7 @@ def load_probes(names: object) -> bool:
     new = [n for n in names if isinstance(n, str) and n.startswith(PROBE_PACKAGE) and n not in sys.modules
            and all(part.isidentifier() for part in n.split("."))]
     before = len(sys.modules)
-    with frozen_imports():  # as in warm_up: imports (sympy's, for the meta device) make objects, not garbage
+    with frozen_imports():  # as in warm_up: frozen for the children; imports (sympy's) make little garbage
         for name in new:
             try:
                 importlib.import_module(name)
@@ -115,7 +109,6 @@ def load_probes(names: object) -> bool:
                 pass
     if len(sys.modules) == before:  # nothing new (a module that keeps failing costs no fresh spare)
         return False
-    _freeze()
     return True
 
 
