@@ -13,6 +13,7 @@ import pytest
 
 from grader.course import REPO_ROOT
 from grader.gradebook import Gradebook
+from grader.gradebook.adjustments import Adjustment, adjusted_points, chain_dict, in_effect
 
 
 def _grader(*args: str) -> subprocess.CompletedProcess:
@@ -73,7 +74,31 @@ def test_an_adjustment_shows_beside_the_graded_score_and_survives_a_regrade(grad
     assert "+1.5" in history[0] and "regraded" in history[1] and "= 0.5" in history[2]
     assert "[in effect]" in history[2] and "[in effect]" not in history[0]
 
+    # A delta adds to the score now in effect (0.5), not to the judge's (0): issue 34, item 5.
+    run = _grader("adjust", "ben", "01", "--delta", "0.25", "--reason", "third look", "--db", db)
+    assert run.returncode == 0 and "now 0.75/" in run.stdout, run.stdout + run.stderr
+    history = _grader("adjust", "--list", "ben", "--db", db).stdout.splitlines()
+    assert "[in effect]" in history[2] and "[in effect]" in history[3] and "+0.25" in history[3]
+
 
 def test_points_outside_the_range_are_refused(graded):
     run = _grader("adjust", "ana", "01", "--points", "999", "--reason", "x", "--db", graded / "grades.db")
     assert run.returncode == 2 and "--points" in run.stderr and "Traceback" not in run.stderr
+
+
+def _adjustment(kind: str, value: float, at: float) -> Adjustment:
+    return Adjustment("ben", "01", kind, value, "why", "prof", at, "1", "h", id=int(at))
+
+
+@pytest.mark.parametrize("steps, expected", [
+    ([("points", 9.5), ("delta", 0.3)], 9.8),             # the issue's case: = 9.5 then +0.3
+    ([("delta", 1.0), ("delta", 2.0)], 7.0),              # deltas add up on the judge's 4
+    ([("points", 9.5), ("clear", 0.0), ("delta", 1.0)], 5.0),   # a clear starts again from the judge's score
+    ([("delta", 9.0), ("delta", -1.0)], 9.0),             # each step is kept within 0..max (4 + 9 -> 10, then 9)
+    ([("delta", 1.0), ("points", 2.0)], 2.0),             # points replace what came before
+])
+def test_a_delta_adds_to_the_score_in_effect(steps, expected):
+    adjustments = [_adjustment(kind, value, at) for at, (kind, value) in enumerate(steps, start=1)]
+    chain = in_effect(adjustments)[("ben", "01")]
+    assert adjusted_points(4.0, 10.0, chain) == pytest.approx(expected)
+    assert chain_dict(chain)["steps"][-1]["change"] == adjustments[-1].change()

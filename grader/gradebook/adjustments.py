@@ -7,8 +7,15 @@ adjustment stays in the history, and the newest one for a (student,
 exercise) is the one in effect:
 
 - ``points``: the score becomes this many points;
-- ``delta``: this many points are added to the judge's score (negative to take off);
+- ``delta``: this many points are added to the current score: the judge's,
+  or the one that the adjustments before it in effect made (``= 9.5`` then
+  ``+0.3`` gives 9.8; negative to take off);
 - ``clear``: no adjustment (the judge's score stands again).
+
+The adjustments in effect for a (student, exercise) are a chain: the newest
+``points`` (or none) and every ``delta`` after it; a ``clear`` ends the
+chain. Each step is kept within 0..max points, so the score a step is added
+to is the one the instructor saw.
 
 Adjustments are keyed by student and exercise only, not by submission or
 course version, so they survive regrades (``grader grade --force``), resumed
@@ -68,31 +75,50 @@ def current_user() -> str:
         return os.environ.get("USER") or f"uid {os.getuid()}"
 
 
-def in_effect(adjustments: list[Adjustment]) -> dict[tuple[str, str], Adjustment]:
-    """The newest adjustment of each (student, exercise); a ``clear`` removes it."""
-    newest: dict[tuple[str, str], Adjustment] = {}
+def in_effect(adjustments: list[Adjustment]) -> dict[tuple[str, str], list[Adjustment]]:
+    """The chain of adjustments in effect for each (student, exercise), oldest
+    first: the newest ``points`` (if any) and the deltas after it; a
+    ``clear`` ends a chain."""
+    chains: dict[tuple[str, str], list[Adjustment]] = {}
     for adjustment in sorted(adjustments, key=lambda a: (a.made_at, a.id)):
-        newest[(adjustment.student, adjustment.exercise)] = adjustment
-    return {key: a for key, a in newest.items() if a.kind != "clear"}
+        key = (adjustment.student, adjustment.exercise)
+        if adjustment.kind == "clear":
+            chains.pop(key, None)
+        elif adjustment.kind == "points":
+            chains[key] = [adjustment]
+        else:
+            chains.setdefault(key, []).append(adjustment)
+    return chains
 
 
-def adjusted_points(points: float, max_points: float, adjustment: Adjustment) -> float:
-    value = adjustment.value if adjustment.kind == "points" else points + adjustment.value
-    return min(max(value, 0.0), max_points)
+def adjusted_points(points: float, max_points: float, chain: list[Adjustment]) -> float:
+    """The judge's ``points`` after each step of ``chain``, each kept within 0..max."""
+    for adjustment in chain:
+        value = adjustment.value if adjustment.kind == "points" else points + adjustment.value
+        points = min(max(value, 0.0), max_points)
+    return points
+
+
+def chain_dict(chain: list[Adjustment]) -> dict:
+    """What a page and an export say of a chain: the newest step's who, when
+    and why, the whole change (``= 9.5 +0.3``) and every step."""
+    newest = chain[-1]
+    return {**newest.to_dict(), "change": " ".join(a.change() for a in chain),
+            "steps": [a.to_dict() for a in chain]}
 
 
 def apply_adjustments(records: list[Record], adjustments: list[Adjustment]) -> list[Record]:
-    """``records`` with the adjustment in effect applied to each: ``points``
+    """``records`` with the adjustments in effect applied to each: ``points``
     adjusted, ``graded_points`` the judge's score, ``adjustment`` what was done."""
     effective = in_effect(adjustments)
     out = []
     for record in records:
-        adjustment = effective.get((record.key.student, record.key.exercise))
-        if adjustment is None:
+        chain = effective.get((record.key.student, record.key.exercise))
+        if not chain:
             out.append(record)
             continue
-        out.append(dataclasses.replace(record, points=adjusted_points(record.points, record.max_points, adjustment),
-                                       graded_points=record.points, adjustment=adjustment.to_dict()))
+        out.append(dataclasses.replace(record, points=adjusted_points(record.points, record.max_points, chain),
+                                       graded_points=record.points, adjustment=chain_dict(chain)))
     return out
 
 
@@ -134,7 +160,7 @@ def history_lines(book, student: str | None = None) -> list[str]:
     """The adjustments and regrades, oldest first, one line each; the
     adjustment in effect for each (student, exercise) is marked."""
     adjustments = book.adjustments(student)
-    effective = {a.id for a in in_effect(adjustments).values()}
+    effective = {a.id for chain in in_effect(adjustments).values() for a in chain}
     events = [(a.made_at, f"{when(a.made_at)}  {a.student} {a.exercise}  adjusted {a.change():<8} by {a.made_by}: "
                           f"{a.reason}" + ("   [in effect]" if a.id in effective else "")) for a in adjustments]
     for record, at in book.superseded(student):
