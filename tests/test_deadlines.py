@@ -21,7 +21,7 @@ import yaml
 from grader.course import REPO_ROOT, Assignment
 from grader.course.late_policy import LatePolicy
 from grader.run.deadlines import (
-    DeadlineInputError, HomeworkTimes, Extension, due_for, read_extensions, read_timestamps, submission_time,
+    DeadlineInputError, HomeworkTimes, Extension, due_for, read_extensions, read_timestamps, submission_time, unknown_students,
 )
 from grader.exams import timing
 from grader.course import late_policy
@@ -177,3 +177,27 @@ def test_grading_applies_the_late_policy_beside_the_unpenalised_score(course, tm
                            str(tmp_path / "g.db"), "--course", str(course_file)], cwd=REPO_ROOT).returncode == 0
     exported = {r["student"]: r for r in csv.DictReader(open(tmp_path / "e.csv", encoding="utf-8"))}
     assert exported["late"]["points"] == rows["late"]["points"] and exported["late"]["unpenalised_points"] == full
+
+
+def test_an_unknown_student_in_the_extensions_or_timestamps_is_an_error_naming_the_nearest_id(course, tmp_path):
+    """Issue 34, item 4: ``s22`` for ``s2`` was silently ignored and s2 penalised."""
+    times = HomeworkTimes(extensions={("s22", "attention"): Extension(extra_min=60)},
+                          timestamps={("ana", None): datetime(2026, 3, 20, tzinfo=timezone.utc),
+                                      ("zed", None): datetime(2026, 3, 20, tzinfo=timezone.utc)})
+    problems = unknown_students(times, {"s2", "ana", "ben"})
+    assert len(problems) == 2
+    assert "'s22' in the extensions" in problems[0] and "did you mean 's2'?" in problems[0]
+    assert "'zed' in the timestamps" in problems[1] and "did you mean" not in problems[1]
+
+    course_file = _course_with_due(tmp_path)
+    exercise = course.exercise("01")
+    (tmp_path / "class" / "extended" / exercise.folder).mkdir(parents=True)
+    (tmp_path / "class" / "extended" / exercise.folder / exercise.module).write_bytes(
+        (REPO_ROOT / "solutions" / exercise.folder / exercise.module).read_bytes())
+    extensions = _csv(tmp_path / "ext.csv", [["student_id", "assignment", "extra_min"], ["extendd", "attention", "180"]])
+    run = subprocess.run([sys.executable, "-m", "grader", "grade", str(tmp_path / "class"), "-e", "01", "-j", "1",
+                          "--course", str(course_file), "--db", str(tmp_path / "g.db"), "--out", str(tmp_path / "out"),
+                          "--extensions", str(extensions)], cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "'extendd' in the extensions" in run.stderr and "did you mean 'extended'?" in run.stderr
+    assert "Traceback" not in run.stderr and not (tmp_path / "out" / "grades.csv").exists()

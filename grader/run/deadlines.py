@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import difflib
 import os
 import subprocess
 from dataclasses import dataclass
@@ -127,6 +128,24 @@ def read_timestamps(path: Path, course: Course) -> dict[tuple[str, str | None], 
         except ValueError as exc:
             raise DeadlineInputError(f"{where}: submitted_at: not an ISO time in 2000-2200") from exc
     return found
+
+
+def unknown_students(times: HomeworkTimes, known: set[str]) -> list[str]:
+    """One line per student id that the extensions or timestamps name but
+    that is in no submission of the class, with the nearest known id: a
+    typo there (``s22`` for ``s2``) would otherwise penalise the student the
+    line was meant for without a word."""
+    named = sorted({s for s, _ in times.extensions} | {s for s, _ in times.timestamps})
+    problems = []
+    for student in named:
+        if student in known:
+            continue
+        near = difflib.get_close_matches(student, sorted(known), n=1, cutoff=0.5)
+        where = [f for f, table in (("the extensions", times.extensions), ("the timestamps", times.timestamps))
+                 if any(s == student for s, _ in table)]
+        problems.append(f"{student!r} in {' and '.join(where)} is no student of this class"
+                        + (f" (did you mean {near[0]!r}?)" if near else ""))
+    return problems
 
 
 def load_homework_times(course: Course, extensions: Path | None, timestamps: Path | None) -> HomeworkTimes:

@@ -16,12 +16,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from grader.run.deadlines import DeadlineInputError, assess_class, load_homework_times
+from grader.run.deadlines import DeadlineInputError, assess_class, load_homework_times, unknown_students
 from grader.course import CourseError, load_course
 from grader.exams.records import exam_record_ids, recorded_exam_stats
 from grader.gradebook import Gradebook, GradebookError
 from grader.intake.errors import UNREADABLE
-from grader.intake.names import shown
+from grader.intake.names import shown, visible
 from grader.intake.submissions import collect
 from grader.run.grading import GRADER_ERROR, grade_class
 from grader.judge import GraderError, Judge
@@ -87,6 +87,12 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
                 collected = collect(submissions, course, exercises, Path(workdir), root)
                 layers.result()
                 judge, runner = Judge(course, sandbox, root), None
+            if unknown := unknown_students(homework, {s.student for s in collected}):
+                console.print("\n".join(["error: --extensions/--timestamps name students with no submission:",
+                                         *(f"  {visible(line, PROBLEM_CHARS)}" for line in unknown),
+                                         "fix the id, or remove the line of a student who handed in nothing"]),
+                              markup=False, soft_wrap=True)
+                return EXIT_BAD_INPUT
             with Progress(TextColumn("grading"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                           TextColumn("ETA"), TimeRemainingColumn(), console=console) as progress:
                 bar = progress.add_task("grading", total=None)
