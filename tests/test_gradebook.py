@@ -57,6 +57,24 @@ def test_a_corrupted_file_is_a_clear_error_and_is_not_overwritten(tmp_path):
     assert path.read_bytes() == before
 
 
+def test_a_foreign_sqlite_database_is_refused_and_left_unchanged(tmp_path):
+    """Issue 34, item 8: another program's SQLite file given as --db was filled with our tables."""
+    path = tmp_path / "nbgrader.db"
+    db = sqlite3.connect(path)
+    db.execute("CREATE TABLE student (id TEXT PRIMARY KEY, first_name TEXT)")
+    db.execute("INSERT INTO student VALUES ('s1', 'Ana')")
+    db.commit()
+    db.close()
+    before = path.read_bytes()
+    with pytest.raises(GradebookError, match="tables student, not a gradebook"):
+        Gradebook(path)
+    assert path.read_bytes() == before
+    db = sqlite3.connect(path)
+    assert [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")] == ["student"]
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "delete"
+    db.close()
+
+
 def test_a_locked_gradebook_is_a_clear_error(tmp_path):
     path = tmp_path / "grades.db"
     with Gradebook(path):

@@ -98,6 +98,7 @@ class Gradebook:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             # isolation_level=None: we open transactions explicitly.
             self._db = sqlite3.connect(self.path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False)
+            self._refuse_foreign()   # before anything is written into it (WAL mode included)
             self._db.execute("PRAGMA journal_mode=WAL")
             # WAL with NORMAL: a commit survives the grader's kill -9 (it is in
             # the WAL file when COMMIT returns); only a power cut can lose the
@@ -107,6 +108,23 @@ class Gradebook:
             self._check_schema()
         except sqlite3.DatabaseError as exc:
             raise GradebookError(f"{self.path}: cannot open the gradebook: {exc}") from exc
+
+    def _refuse_foreign(self) -> None:
+        """An SQLite file of another program (an nbgrader gradebook, a
+        browser's history) given as ``--db`` is refused, never filled with
+        our tables: it is a gradebook only when empty or when its ``meta``
+        table says so."""
+        tables = sorted(row[0] for row in self._db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"))
+        if not tables:
+            return
+        marked = "meta" in tables and self._db.execute(
+            "SELECT 1 FROM meta WHERE key = 'schema_version'").fetchone() is not None
+        if not marked or "results" not in tables:
+            shown = ", ".join(tables[:8]) + (f" and {len(tables) - 8} more" if len(tables) > 8 else "")
+            self._db.close()
+            raise GradebookError(f"{self.path}: an SQLite database with tables {shown}, not a gradebook of "
+                                 "this grader; give another --db (a new file is created)")
 
     def _check_schema(self) -> None:
         version = int(self._db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0])
