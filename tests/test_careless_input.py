@@ -148,3 +148,24 @@ def test_a_class_folder_is_not_mistaken_for_one_student(places):
 
     assert class_folder_problem(places["class"]) is None
     assert class_folder_problem(places["tmp"] / "submitted", {"attention"}) is None
+
+
+def test_grading_into_the_output_of_another_gradebook_is_refused(tmp_path):
+    """Issue 34, item 6: --out of another class silently lost its grades.csv and report."""
+    student = tmp_path / "class" / "ana" / "01_softmax"
+    student.mkdir(parents=True)
+    (student / "softmax.py").write_bytes((REPO_ROOT / "exercises" / "01_softmax" / "softmax.py").read_bytes())
+
+    def grade(db: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "grader", "grade", str(tmp_path / "class"), "-e", "01", "-j", "1",
+                               "--db", str(tmp_path / db), "--out", str(tmp_path / "out")],
+                              cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+
+    assert grade("first.db").returncode == 0
+    before = (tmp_path / "out" / "grades.csv").read_bytes()
+    assert grade("first.db").returncode == 0                        # the same gradebook may write again
+    refused = grade("other.db")
+    assert refused.returncode == 2 and "first.db" in refused.stderr and "Traceback" not in refused.stderr
+    assert (tmp_path / "out" / "grades.csv").read_bytes() == before and not (tmp_path / "other.db").exists()
+    (tmp_path / "out" / ".grader-output.json").unlink()              # output that no gradebook claims
+    assert grade("first.db").returncode == 2

@@ -24,6 +24,7 @@ from grader.intake.errors import UNREADABLE
 from grader.intake.names import shown, visible
 from grader.intake.submissions import collect
 from grader.run.grading import GRADER_ERROR, grade_class
+from grader.run.output_folder import OutputFolderTaken, check_owner, mark_owner
 from grader.judge import GraderError, Judge
 from grader.sandbox import Limits, Sandbox, SandboxError
 
@@ -67,6 +68,14 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
         os.scandir(submissions).close()   # the instructor's folder: an error here is theirs, not a student's
     except OSError as exc:
         console.print(f"cannot read the submissions folder {submissions}: {exc.strerror}", markup=False)
+        return EXIT_BAD_INPUT
+    try:
+        check_owner(out, db)   # before grading: a folder of another gradebook is never overwritten
+    except OutputFolderTaken as exc:
+        console.print(f"error: {exc}", markup=False, soft_wrap=True)
+        return EXIT_BAD_INPUT
+    except OSError as exc:
+        console.print(f"cannot write to --out {out}: {exc.strerror}", markup=False)
         return EXIT_BAD_INPUT
     limits = Limits.from_grading(course.grading, timeout_s=timeout, memory_mb=memory)
     root = course_path.resolve().parent
@@ -152,6 +161,7 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
 
     try:
         out.mkdir(parents=True, exist_ok=True)
+        mark_owner(out, db)
         write_grades_csv(records, out / "grades.csv")
         write_results_json(records, out / "results.json")
         similar = similarity.result() if records else ([], "")
