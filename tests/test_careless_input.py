@@ -4,6 +4,7 @@ exit status 2, the option or folder named, and no traceback."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -156,9 +157,9 @@ def test_grading_into_the_output_of_another_gradebook_is_refused(tmp_path):
     student.mkdir(parents=True)
     (student / "softmax.py").write_bytes((REPO_ROOT / "exercises" / "01_softmax" / "softmax.py").read_bytes())
 
-    def grade(db: str) -> subprocess.CompletedProcess:
+    def grade(db: str, out: str = "out") -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "grader", "grade", str(tmp_path / "class"), "-e", "01", "-j", "1",
-                               "--db", str(tmp_path / db), "--out", str(tmp_path / "out")],
+                               "--db", str(tmp_path / db), "--out", str(tmp_path / out)],
                               cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
 
     assert grade("first.db").returncode == 0
@@ -167,5 +168,8 @@ def test_grading_into_the_output_of_another_gradebook_is_refused(tmp_path):
     refused = grade("other.db")
     assert refused.returncode == 2 and "first.db" in refused.stderr and "Traceback" not in refused.stderr
     assert (tmp_path / "out" / "grades.csv").read_bytes() == before and not (tmp_path / "other.db").exists()
+    shutil.copytree(tmp_path / "out", tmp_path / "moved" / "out")        # a class folder moved: still its own
+    shutil.copy(tmp_path / "first.db", tmp_path / "moved" / "first.db")
+    assert grade("moved/first.db", out="moved/out").returncode == 0
     (tmp_path / "out" / ".grader-output.json").unlink()              # output that no gradebook claims
     assert grade("first.db").returncode == 2

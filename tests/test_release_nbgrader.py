@@ -284,3 +284,23 @@ def test_cli_release_and_push(tmp_path, course):
                                  "--nbgrader-db", str(tmp_path / "gradebook.db")])
     assert result.exit_code == 0, result.output
     assert "1 notebook score(s) of 1 student(s) pushed" in result.output
+
+
+def test_adjust_after_a_push_reminds_to_push_again(tmp_path, course):
+    """Issue 34, item 1: an adjustment made after the push never reached nbgrader without a word."""
+    import subprocess
+    import sys
+
+    _records(tmp_path / "grades.db", course, {("alice", "01"): 10.0, ("bob", "01"): 2.5})
+
+    def adjust(student: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "grader", "adjust", student, "01", "--delta", "1", "--reason",
+                               "office hours", "--db", str(tmp_path / "grades.db")], cwd=REPO_ROOT,
+                              capture_output=True, text=True, timeout=300)
+
+    before = adjust("bob")
+    assert before.returncode == 0 and "push" not in before.stderr
+    push_scores(course, tmp_path / "grades.db", tmp_path / "gradebook.db", "attention", REPO_ROOT)
+    after = adjust("bob")
+    assert after.returncode == 0 and "grader push nbgrader attention" in after.stderr, after.stderr
+    assert "generate_feedback --force" in after.stderr

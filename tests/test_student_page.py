@@ -196,3 +196,31 @@ def test_grading_exercise_11_draws_the_copy_models_map_or_the_note(tmp_path):
                                                     standalone=True))
         texts = " ".join("".join(t.itertext()) for t in svg.iter(f"{SVG}text"))
         assert ("reference's alone" in texts) is (case == "stub")
+
+
+def test_every_change_after_grading_is_a_line_on_the_page_and_in_the_markdown():
+    """Issue 34, item 1: a late or adjusted student saw a score whose checks did not add up to it."""
+    import dataclasses
+
+    from grader.report.handback import exercise_markdown
+
+    exercise = COURSE.exercise("01")
+    verdicts = [{"check_id": "01-values", "passed": True, "points": 10.0, "max_points": 10.0,
+                 "message": {"en": "values", "zh": "值"}, "reason": "", "pitfalls": []}]
+    graded = Record(Key("ana", "01", "h", COURSE.course.version), 10.0, 10.0, "graded", "", verdicts, 0.0)
+    record = dataclasses.replace(
+        graded, points=8.7, graded_points=10.0,
+        adjustment={"kind": "points", "value": 9.5, "change": "= 9.5 +0.3", "reason": "<b>regrade</b> asked",
+                    "by": "prof", "at": "2026-03-21T10:00:00+00:00"},
+        lateness={"late_min": 120, "factor": 0.8878, "note": "120 min late", "unpenalised_points": 9.8,
+                  "known": True, "flagged": True})
+    html = render_student_page(COURSE, "ana", [exercise], {"01": record}, {})
+    section = html[html.index('id="score-changes"'):]
+    assert "graded by the checks" in section and "adjusted by the instructor (= 9.5 +0.3)" in section
+    assert "-0.20" in section and "-1.10" in section and "score × 0.8878" in section
+    assert "&lt;b&gt;regrade&lt;/b&gt; asked" in section and "<b>regrade</b>" not in html and "prof" in section
+    markdown = exercise_markdown(COURSE, exercise, record)
+    assert "Changes to your score" in markdown and "-0.20" in markdown and "-1.10" in markdown
+    assert "&lt;b&gt;regrade" in markdown and "= 8.7 / 10" in markdown
+    plain = render_student_page(COURSE, "ana", [exercise], {"01": graded}, {})
+    assert 'id="score-changes"' not in plain and "Changes to your score" not in exercise_markdown(COURSE, exercise, graded)

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from grader.course import CourseError, load_course
-from grader.gradebook.adjustments import AdjustmentRefused, current_user, history_lines, make_adjustment
+from grader.gradebook.adjustments import AdjustmentRefused, current_user, history_lines, make_adjustment, when
 from grader.gradebook.store import Gradebook, GradebookError
 
 EXIT_BAD_INPUT = 2
@@ -30,6 +30,7 @@ def run_adjust(db: Path, course_path: Path, student: str | None, exercise: str |
                 raise AdjustmentRefused("give STUDENT and EXERCISE (or --list)")
             made, now = make_adjustment(book, course, student, exercise, points=points, delta=delta, clear=clear,
                                         reason=reason, made_by=made_by or current_user())
+            pushed_times = {a.id: book.pushed_at(a.id) for a in course.assignments}
     except AdjustmentRefused as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -39,4 +40,10 @@ def run_adjust(db: Path, course_path: Path, student: str | None, exercise: str |
     before = now.graded_points if now.graded_points is not None else now.points
     print(f"{student} {exercise}: {made.change()} by {made.made_by} ({made.reason}); "
           f"now {now.points:g}/{now.max_points:g} (graded {before:g})")
+    for assignment in course.assignments:
+        pushed = pushed_times.get(assignment.id)
+        if exercise in assignment.exercises and pushed is not None:
+            print(f"note: {assignment.id} was pushed to nbgrader at {when(pushed)}, before this adjustment: run "
+                  f"`grader push nbgrader {assignment.id}` again, then `nbgrader generate_feedback --force`, "
+                  "so that nbgrader and the released feedback show it", file=sys.stderr)
     return 0

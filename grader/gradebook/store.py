@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import uuid
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -106,6 +107,8 @@ class Gradebook:
             self._db.execute("PRAGMA synchronous=NORMAL")
             self._db.executescript(SCHEMA)
             self._check_schema()
+            # Who this gradebook is, wherever its file is moved or copied (an --out folder names it).
+            self._db.execute("INSERT OR IGNORE INTO meta VALUES ('gradebook_id', ?)", (uuid.uuid4().hex,))
         except sqlite3.DatabaseError as exc:
             raise GradebookError(f"{self.path}: cannot open the gradebook: {exc}") from exc
 
@@ -137,6 +140,19 @@ class Gradebook:
             version += 1
             self._db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
             self._db.execute("COMMIT")
+
+    def mark_pushed(self, assignment: str) -> None:
+        """Record that ``assignment``'s scores were pushed to nbgrader now (``grader push``)."""
+        self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (f"pushed:{assignment}", str(time.time())))
+
+    def pushed_at(self, assignment: str) -> float | None:
+        """When ``assignment`` was last pushed to nbgrader, or None."""
+        row = self._db.execute("SELECT value FROM meta WHERE key = ?", (f"pushed:{assignment}",)).fetchone()
+        return float(row[0]) if row else None
+
+    @property
+    def identity(self) -> str:
+        return self._db.execute("SELECT value FROM meta WHERE key = 'gradebook_id'").fetchone()[0]
 
     def close(self) -> None:
         self._db.close()

@@ -317,4 +317,6 @@ def push_scores(course: Course, grades_db: Path, nbgrader_db: Path, assignment_i
                     continue
                 report.notebooks += 1
             gb.db.commit()
+    with Gradebook(grades_db) as ours:
+        ours.mark_pushed(assignment_id)   # `grader adjust` reminds to push again after this
     return report

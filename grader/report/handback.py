@@ -21,6 +21,7 @@ from pathlib import Path
 from grader.course import Course, Exercise
 from grader.feedback import beyond_status, status_text
 from grader.gradebook import Record
+from grader.report.deductions import deductions, graded_points
 
 
 def points(value: float) -> str:
@@ -64,6 +65,13 @@ def exercise_markdown(course: Course, exercise: Exercise, record: Record, *, for
              f"{points(record.points)} / {points(record.max_points)} points · 分, {_esc(words.en)} · {_esc(words.zh)}"]
     if reason := beyond_status(record.status, record.reason):
         lines.append(f"\n{_esc(reason)}")
+    if changes := deductions(record):
+        # The pushed score already holds these: say each, so the parts add up (issue 34, item 1).
+        lines.append(f"\n**Changes to your score · 分数变动** (graded by the checks · 检查得分: "
+                     f"{points(graded_points(record))})\n")
+        lines.extend(f"- {_esc(d.en)} · {_esc(d.zh)}: {d.points:+.2f}" + (f" — {_esc(d.reason)}" if d.reason else "")
+                     + (f" ({_esc(d.by)})" if d.by else "") for d in changes)
+        lines.append(f"- **= {points(record.points)} / {points(record.max_points)}**")
     view = exercise_feedback(record, hints)
     for mistake in view.confirmed:
         hint = hints[mistake.pitfall_id]

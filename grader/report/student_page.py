@@ -15,6 +15,7 @@ from grader.feedback import status_text
 from grader.gradebook import Record
 from grader.report import svg
 from grader.report.attention_figures import FigureDataError, student_attention
+from grader.report.deductions import deductions, graded_points
 from grader.report.feedback import exercise_feedback
 from grader.report.templating import environment
 
@@ -58,4 +59,5 @@ def render_student_page(course: Course, student: str, exercises: list[Exercise],
         max_total=sum(e.points for e in exercises) or 1.0, hints=hints, figure=figure,
         pictures=exercise_pictures(rows), status_text=status_text,
         feedback={exercise_id: exercise_feedback(record, hints) for exercise_id, record in rows.items()},
-        exams=exams or [], standalone=standalone)
+        changes={exercise_id: deductions(record) for exercise_id, record in rows.items() if deductions(record)},
+        graded_points=graded_points, exams=exams or [], standalone=standalone)

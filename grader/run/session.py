@@ -125,6 +125,7 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
                 chosen = {e.id for e in exercises}
                 records = [r for r in gradebook.records(course.course.version) if r.key.exercise in chosen]
             recorded = list(gradebook.records(course.course.version, exercises=exam_record_ids(course)))
+            identity = gradebook.identity
             exams = recorded_exam_stats(course, recorded)
             # The exams' totals: a column of the class table, a section of each student's page.
             exam_totals = [r for r in recorded if r.key.exercise in {exam.id for exam in course.exams}]
@@ -161,7 +162,7 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
 
     try:
         out.mkdir(parents=True, exist_ok=True)
-        mark_owner(out, db)
+        mark_owner(out, db, identity)
         write_grades_csv(records, out / "grades.csv")
         write_results_json(records, out / "results.json")
         similar = similarity.result() if records else ([], "")
