@@ -158,7 +158,7 @@ def test_grading_applies_the_late_policy_beside_the_unpenalised_score(course, tm
                           "--timestamps", str(stamps), "--extensions", str(extensions)],
                          cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert "2 late submission(s), 1 with lateness unknown" in run.stderr.replace("\n", " ")  # late, nbg (in grace)
+    assert "2 late student(s), 1 with lateness unknown" in run.stderr.replace("\n", " ")  # late, nbg (in grace)
     rows = {r["student"]: r for r in csv.DictReader(open(tmp_path / "out" / "grades.csv", encoding="utf-8"))}
     full = f"{exercise.points:g}"
     assert {s: r["unpenalised_points"] for s, r in rows.items()} == dict.fromkeys(rows, full)

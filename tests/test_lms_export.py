@@ -54,7 +54,7 @@ def _read(path):
 
 
 def test_canvas_layout(records, course, titles, tmp_path):
-    assert write_canvas_csv(records, course, tmp_path / "canvas.csv") == 2
+    assert write_canvas_csv(records, course, tmp_path / "canvas.csv", every_assignment=True) == 2
     header, possible, ana, ben = _read(tmp_path / "canvas.csv")
     later = [""] * (len(titles) - 2)                               # assignments nobody handed in: blank
     assert header == ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", *titles, "Midterm: attention (midterm)"]
@@ -67,12 +67,47 @@ def test_canvas_layout(records, course, titles, tmp_path):
 
 
 def test_moodle_layout(records, course, titles, tmp_path):
-    assert write_moodle_csv(records, course, tmp_path / "moodle.csv", id_column="email") == 2
+    assert write_moodle_csv(records, course, tmp_path / "moodle.csv", id_column="email", every_assignment=True) == 2
     rows = _read(tmp_path / "moodle.csv")
     later = [""] * (len(titles) - 2)
     assert rows == [["Email address", *titles, "Midterm: attention (midterm)"],
                     ["ana", "32.5", "0", *later, "35"],
                     ["ben", "4", "", *later, ""]]
+
+
+def test_assignments_with_no_result_are_left_out_unless_asked_for(records, course, titles, tmp_path):
+    """Issue 34, item 9: importing blank columns creates empty assignments in the LMS."""
+    write_canvas_csv(records, course, tmp_path / "canvas.csv")
+    write_moodle_csv(records, course, tmp_path / "moodle.csv")
+    for path, first in ((tmp_path / "canvas.csv", 5), (tmp_path / "moodle.csv", 1)):
+        header, *rows = _read(path)
+        assert header[first:] == [*titles[:2], "Midterm: attention (midterm)"]     # the later ones: no result yet
+        assert all(len(row) == len(header) for row in rows)
+
+
+def test_an_export_refuses_a_class_partly_graded_under_an_older_version(tmp_path, course):
+    """Issue 34, item 3: after a version bump, students not regraded silently vanished from every export."""
+    import subprocess
+    import sys
+
+    from grader.course import REPO_ROOT
+
+    current = course.course.version
+    with Gradebook(tmp_path / "grades.db") as book:
+        for student, version in (("ana", current), ("ben", "2025.9")):
+            book.record(Key(student, "01", "h", version), points=4.0, max_points=10.0, status="graded", reason="",
+                        verdicts=[])
+    for kind in ("csv", "canvas", "moodle"):
+        def export(*extra: str) -> subprocess.CompletedProcess:
+            return subprocess.run([sys.executable, "-m", "grader", "export", kind, str(tmp_path / f"{kind}.csv"),
+                                   "--db", str(tmp_path / "grades.db"), *extra], cwd=REPO_ROOT,
+                                  capture_output=True, text=True, timeout=300)
+        refused = export()
+        assert refused.returncode == 2 and "ben: only under course version 2025.9" in refused.stderr
+        assert "--allow-partial" in refused.stderr and not (tmp_path / f"{kind}.csv").exists()
+        allowed = export("--allow-partial")
+        assert allowed.returncode == 0 and "ben" in allowed.stdout + allowed.stderr
+        assert "ana" in (tmp_path / f"{kind}.csv").read_text() and "ben" not in (tmp_path / f"{kind}.csv").read_text()
 
 
 def test_wide_csv_without_weights_has_a_max_and_blank_missing_cells(records, course, tmp_path):

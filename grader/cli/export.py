@@ -9,6 +9,12 @@ import typer
 
 from grader.cli.input_checks import CourseOption, check_ids, existing_parent
 from grader.course import CourseError, load_course
+from grader.intake.names import visible
+
+PartialOption = typer.Option(False, "--allow-partial", help="Export although some students have results only "
+                             "under an older course version (they are left out).")
+AllAssignmentsOption = typer.Option(False, "--all-assignments", help="A column for every assignment, also those "
+                                    "with no result yet (an LMS import would create them empty).")
 
 export_app = typer.Typer(help="Export grades for an LMS, or the course to other graders.", no_args_is_help=True)
 
@@ -28,6 +34,7 @@ def export_csv(
     db: Path = typer.Option(Path("grades.db"), "--db", exists=True, dir_okay=False, help="The gradebook."),
     wide: bool = typer.Option(False, "--wide", help="One row per student: a column per exercise and exam "
                               "(blank: not handed in), the total (weighted by course.yaml's weights) and the max."),
+    allow_partial: bool = PartialOption,
     course: Path = CourseOption,
 ) -> None:
     """Grades from the gradebook for LMS upload (the newest result of each
@@ -35,14 +42,16 @@ def export_csv(
     from grader.report.exports import write_grades_csv
     from grader.report.lms import write_wide_csv
 
-    loaded, records = _exported_records(course, db)
+    loaded, records = _exported_records(course, db, allow_partial)
     (write_wide_csv(records, out, loaded) if wide else write_grades_csv(records, out))
     typer.echo(f"{out}: {len({r.key.student for r in records})} students, {len(records)} results")
 
 
-def _exported_records(course: Path, db: Path):
+def _exported_records(course: Path, db: Path, partial: bool = False):
     """(course, the gradebook's final records: adjusted, late policy applied,
-    each exam once by its total) or exit 2 with the reason."""
+    each exam once by its total) or exit 2 with the reason. Students graded
+    only under an older course version would be missing from an upload (an
+    LMS blanks their grades): refused unless ``partial``."""
     from grader.exams.records import is_exam_part
     from grader.gradebook import Gradebook, GradebookError
 
@@ -50,9 +59,20 @@ def _exported_records(course: Path, db: Path):
         loaded = load_course(course, check_files=False)
         with Gradebook(db) as book:
             records = list(book.records(loaded.course.version))
+            behind = book.left_behind(loaded.course.version)
     except (CourseError, GradebookError) as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(2) from exc
+    if behind:
+        lines = [f"  {visible(student, 64)}: only under course version {', '.join(versions)}"
+                 for student, versions in sorted(behind.items())]
+        typer.echo("\n".join([f"{len(behind)} student(s) have results only under another course version than "
+                              f"{loaded.course.version!r} (course.yaml):", *lines[:20],
+                              *([f"  ... and {len(lines) - 20} more"] if len(lines) > 20 else []),
+                              "regrade them (grader grade), or export this version's students alone with "
+                              "--allow-partial"]), err=not partial)
+        if not partial:
+            raise typer.Exit(2)
     return loaded, [r for r in records if not is_exam_part(loaded, r.key.exercise)]
 
 
@@ -62,6 +82,8 @@ def export_canvas(
     db: Path = typer.Option(Path("grades.db"), "--db", exists=True, dir_okay=False, help="The gradebook."),
     id_column: str = typer.Option("sis_user_id", "--id-column", help="Where our student ids go: sis_user_id, "
                                   "sis_login_id or id (Canvas's own user id)."),
+    allow_partial: bool = PartialOption,
+    all_assignments: bool = AllAssignmentsOption,
     course: Path = CourseOption,
 ) -> None:
     """Canvas's gradebook import CSV: a column per assignment and exam, a
@@ -69,8 +91,8 @@ def export_canvas(
     from grader.report.lms import CANVAS_IDS, write_canvas_csv
 
     check_ids("--id-column", [id_column], list(CANVAS_IDS), where="Canvas's identifier columns")
-    loaded, records = _exported_records(course, db)
-    typer.echo(f"{out}: {write_canvas_csv(records, loaded, out, id_column)} students (Canvas: Grades > Import)")
+    loaded, records = _exported_records(course, db, allow_partial)
+    typer.echo(f"{out}: {write_canvas_csv(records, loaded, out, id_column, all_assignments)} students (Canvas: Grades > Import)")
 
 
 @export_app.command("moodle")
@@ -79,6 +101,8 @@ def export_moodle(
     db: Path = typer.Option(Path("grades.db"), "--db", exists=True, dir_okay=False, help="The gradebook."),
     id_column: str = typer.Option("idnumber", "--id-column", help="What our student ids are in Moodle: idnumber, "
                                   "email or username (map it to the same field at import)."),
+    allow_partial: bool = PartialOption,
+    all_assignments: bool = AllAssignmentsOption,
     course: Path = CourseOption,
 ) -> None:
     """Moodle's CSV grade import: an identifier column and a column per
@@ -86,8 +110,8 @@ def export_moodle(
     from grader.report.lms import MOODLE_IDS, MOODLE_MAP_TO, write_moodle_csv
 
     check_ids("--id-column", [id_column], list(MOODLE_IDS), where="Moodle's user fields")
-    loaded, records = _exported_records(course, db)
-    typer.echo(f"{out}: {write_moodle_csv(records, loaded, out, id_column)} students (Moodle: Grade administration > "
+    loaded, records = _exported_records(course, db, allow_partial)
+    typer.echo(f"{out}: {write_moodle_csv(records, loaded, out, id_column, all_assignments)} students (Moodle: Grade administration > "
                f"Import > CSV file; map '{MOODLE_IDS[id_column]}' to {MOODLE_MAP_TO[id_column]})")
 
 

@@ -16,6 +16,7 @@ from grader.course import Course
 from grader.exams.grading import ExamRun
 from grader.exams.result import ExamResult
 from grader.exams.stats import exam_stats
+from grader.report.exports import points_text
 
 
 def write_results_json(run: ExamRun, path: Path) -> None:
@@ -43,10 +44,13 @@ def write_grades_csv(run: ExamRun, path: Path) -> None:
                          "lateness", "late_min", "late_factor", "points", "max_points", "time_source", "late_note"])
         for r in run.results:
             label = lateness_label(r)
-            writer.writerow([r.student, int(r.submitted), r.status, f"{r.question_points:g}", f"{r.question_max:g}",
-                             *(f"{r.exercises[i]['points']:g}" if i in r.exercises else "" for i in exercise_ids),
-                             f"{r.raw_points:g}", label, f"{r.lateness.late_min:g}" if label in ("on time", "late") else "",
-                             f"{r.lateness.factor:g}", f"{r.points:g}", f"{r.max_points:g}", r.lateness.source,
+            # Points as the report shows them (two decimals at most): 63.625 is 63.62 in both.
+            writer.writerow([r.student, int(r.submitted), r.status, points_text(r.question_points),
+                             points_text(r.question_max),
+                             *(points_text(r.exercises[i]['points']) if i in r.exercises else "" for i in exercise_ids),
+                             points_text(r.raw_points), label,
+                             f"{r.lateness.late_min:g}" if label in ("on time", "late") else "",
+                             f"{r.lateness.factor:g}", points_text(r.points), points_text(r.max_points), r.lateness.source,
                              r.error or (r.lateness.note if r.submitted else "not handed in")])
 
 

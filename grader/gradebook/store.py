@@ -141,6 +141,15 @@ class Gradebook:
             self._db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),))
             self._db.execute("COMMIT")
 
+    def left_behind(self, course_version: str) -> dict[str, list[str]]:
+        """Students with results under another course version but none under
+        ``course_version`` -> those versions: an export of this version alone
+        would leave them out."""
+        rows = self._db.execute(
+            "SELECT student, group_concat(DISTINCT course_version) FROM results GROUP BY student "
+            "HAVING sum(course_version = ?) = 0", (course_version,)).fetchall()
+        return {student: sorted(versions.split(",")) for student, versions in rows}
+
     def mark_pushed(self, assignment: str) -> None:
         """Record that ``assignment``'s scores were pushed to nbgrader now (``grader push``)."""
         self._db.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (f"pushed:{assignment}", str(time.time())))

@@ -11,8 +11,13 @@ from grader.intake.names import visible
 REASON_CHARS = 300   # grades.csv is for people and LMS imports; results.json has the whole reason
 
 
-def _points(value: float) -> str:
-    return f"{value:.2f}".rstrip("0").rstrip(".")
+def points_text(value: float) -> str:
+    """Points as every page and file of the course writes them: at most two
+    decimals, no float noise (64.99999999999996 -> 65, 63.625 -> 63.62)."""
+    return f"{round(value, 2):.2f}".rstrip("0").rstrip(".")
+
+
+_points = points_text
 
 
 def _cell(text: str) -> str:

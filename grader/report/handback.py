@@ -22,12 +22,10 @@ from grader.course import Course, Exercise
 from grader.feedback import beyond_status, status_text
 from grader.gradebook import Record
 from grader.report.deductions import deductions, graded_points
+from grader.report.exports import points_text
 
 
-def points(value: float) -> str:
-    """Points as people write them: at most two decimals, no float noise
-    (64.99999999999996 -> 65)."""
-    return f"{round(value, 2):.2f}".rstrip("0").rstrip(".")
+points = points_text   # at most two decimals, as every page writes them
 
 
 def _esc(text: object) -> str:

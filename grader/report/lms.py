@@ -52,11 +52,13 @@ class Item:
     weight: float | None
 
 
-def items(course: Course, records: list[Record]) -> list[Item]:
-    """The course's assignments, then its exams that have results."""
-    found = [Item(a.id, a.title.en, tuple(a.exercises), sum(course.exercise(e).points for e in a.exercises), a.weight)
-             for a in course.assignments]
+def items(course: Course, records: list[Record], every_assignment: bool = True) -> list[Item]:
+    """The course's assignments (without ``every_assignment``, only those
+    with a result: an LMS import creates a column for each, so one not yet
+    released would appear empty), then its exams that have results."""
     graded = {r.key.exercise: r.max_points for r in records}
+    found = [Item(a.id, a.title.en, tuple(a.exercises), sum(course.exercise(e).points for e in a.exercises), a.weight)
+             for a in course.assignments if every_assignment or graded.keys() & set(a.exercises)]
     found += [Item(x.id, x.title.en, (x.id,), graded[x.id], x.weight) for x in course.exams if x.id in graded]
     return found
 
@@ -78,10 +80,11 @@ def _cell(value: float | None) -> str:
     return "" if value is None else f"{value:.2f}".rstrip("0").rstrip(".")
 
 
-def write_canvas_csv(records: list[Record], course: Course, path: Path, id_column: str = "sis_user_id") -> int:
+def write_canvas_csv(records: list[Record], course: Course, path: Path, id_column: str = "sis_user_id",
+                     every_assignment: bool = False) -> int:
     """Canvas's gradebook import; returns the number of students written.
     Our student id goes in ``id_column`` (and in Student, for reading)."""
-    graded = items(course, records)
+    graded = items(course, records, every_assignment)
     header = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section", *(f"{i.title} ({i.id})" for i in graded)]
     students = by_student(records)
     with open(path, "w", newline="", encoding="utf-8") as fh:
@@ -95,9 +98,10 @@ def write_canvas_csv(records: list[Record], course: Course, path: Path, id_colum
     return len(students)
 
 
-def write_moodle_csv(records: list[Record], course: Course, path: Path, id_column: str = "idnumber") -> int:
+def write_moodle_csv(records: list[Record], course: Course, path: Path, id_column: str = "idnumber",
+                     every_assignment: bool = False) -> int:
     """Moodle's CSV grade import; returns the number of students written."""
-    graded = items(course, records)
+    graded = items(course, records, every_assignment)
     students = by_student(records)
     with open(path, "w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)

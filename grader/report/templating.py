@@ -9,6 +9,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from grader.feedback import beyond_status
 from grader.report.deductions import deductions
+from grader.report.exports import points_text
 
 
 def environment() -> Environment:
@@ -17,7 +18,7 @@ def environment() -> Environment:
     ``changes`` (a record's changes after grading, one line, for a cell's title)."""
     env = Environment(loader=PackageLoader("grader.report", "templates"), autoescape=select_autoescape(["html"]))
     env.filters["pct"] = lambda x: f"{100 * x:.0f}%"
-    env.filters["pts"] = lambda x: f"{x:.2f}".rstrip("0").rstrip(".")
+    env.filters["pts"] = points_text
     env.filters["beyond_status"] = lambda record: beyond_status(record.status, record.reason)
     # An exam question's {size}: each student saw their own number there.
     env.filters["placeholders"] = lambda text: re.sub(r"\{(\w+)\}", "⟨\\1⟩", text)

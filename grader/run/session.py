@@ -152,9 +152,10 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
     for problem in late_problems:
         console.print(f"[yellow]warning[/yellow] {problem}", markup=False, highlight=False)
     if lateness:
-        late = sum(v.flagged for v in lateness.values())
-        unknown = sum(not v.known for v in lateness.values())
-        console.print(f"deadlines: {late} late submission(s)" + (
+        # Counted in students, as an instructor reads it; a student late on three exercises is one.
+        late = len({key.student for key, v in lateness.items() if v.flagged})
+        unknown = len({key.student for key, v in lateness.items() if not v.known})
+        console.print(f"deadlines: {late} late student(s)" + (
             f", {unknown} with lateness unknown (no submission time on record: --timestamps, nbgrader's "
             "timestamp.txt or a git checkout gives one; grades.csv column lateness)" if unknown else ""))
     # The report's code (jinja2, its templates) is loaded only now that it is written.
