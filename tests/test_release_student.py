@@ -121,11 +121,18 @@ def test_cli_writes_refuses_to_overwrite_and_replaces_with_force(tmp_path):
     result = runner.invoke(app, ["release", "student", str(out), "--no-notebooks", "--through", "all"])
     assert result.exit_code == 0, result.output
     assert "no leak found" in result.output and not list(out.rglob("*.ipynb"))
-    (out / ".git").mkdir()
+    # The release is a git repository with a first commit, its tree clean (issue 34, item 10).
+    log = lambda: subprocess.run(["git", "-C", str(out), "log", "--format=%an %s"], capture_output=True,  # noqa: E731
+                                 text=True).stdout.splitlines()
+    assert len(log()) == 1 and log()[0].startswith("course staff Release of")
+    assert subprocess.run(["git", "-C", str(out), "status", "--porcelain"], capture_output=True, text=True).stdout == ""
+    readme = (out / "README.md").read_text()
+    assert "--index-url https://download.pytorch.org/whl/cpu" in readme and "CUDA" in readme
     result = runner.invoke(app, ["release", "student", str(out), "--through", "all"])
     assert result.exit_code == 1 and "is not empty" in result.output
     result = runner.invoke(app, ["release", "student", str(out), "--force", "--through", "all"])
     assert result.exit_code == 0 and (out / ".git").is_dir() and list(out.rglob("*.ipynb"))
+    assert len(log()) == 2                                   # the new release is the next commit, history kept
 
 
 def test_a_release_through_an_assignment_ships_no_open_solution(tmp_path, course):

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -84,8 +86,12 @@ def _readme(course: Course, exercises: list[Exercise], notebooks: bool) -> str:
 
 ```bash
 python3 -m venv .venv && source .venv/bin/activate
+pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu   # first: the CPU build
 pip install -e .          # torch 2.13.0, pytest, numpy, pyyaml and the course's test helpers
 ```
+
+Install torch's CPU build first, as above: a plain `pip install torch` (or `pip install -e .`
+alone) downloads several GB of CUDA packages that this course never uses.
 
 ## Working on an exercise
 
@@ -294,4 +300,30 @@ def publish_student_repo(course: Course, root: Path, out: Path, *, notebooks: bo
         print(f"{out}: {len(leaks)} instructor-only text(s) found: do not publish this release", file=sys.stderr)
         return 1
     print(f"{out}: {len(written)} exercises ({', '.join(e.folder for e in written)}); no leak found")
+    print(commit_release(out, f"Release of {course.course.id} {course.course.version}, through {through}"))
     return 0
+
+
+def commit_release(out: Path, message: str) -> str:
+    """Make ``out`` a git repository (``git init`` once) and commit the
+    release, only after its leak check passed: the repository students clone
+    starts with a commit. The instructor's git configuration (hooks, signing)
+    plays no part; the commit's author is the course. Returns what was done."""
+    git = shutil.which("git")
+    if git is None:
+        return "git not found: the release is a plain folder (install git, then `git init` and commit it)"
+    env = {**os.environ, "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull,
+           "GIT_AUTHOR_NAME": "course staff", "GIT_AUTHOR_EMAIL": "course@localhost",
+           "GIT_COMMITTER_NAME": "course staff", "GIT_COMMITTER_EMAIL": "course@localhost"}
+
+    def run(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([git, "-C", str(out), "-c", "core.hooksPath=/dev/null", "-c", "commit.gpgsign=false",
+                               *args], env=env, capture_output=True, text=True, timeout=120)
+
+    if not (out / ".git").exists() and run("init", "-q", "-b", "main").returncode != 0:
+        return "git init failed: the release is a plain folder"
+    run("add", "-A")
+    if run("diff", "--cached", "--quiet").returncode == 0:
+        return f"{out}: nothing changed since the last commit of the release"
+    done = run("commit", "-q", "-m", message)
+    return f"{out}: committed ({message})" if done.returncode == 0 else f"git commit failed: {done.stderr.strip()[:200]}"
