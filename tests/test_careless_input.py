@@ -173,3 +173,22 @@ def test_grading_into_the_output_of_another_gradebook_is_refused(tmp_path):
     assert grade("moved/first.db", out="moved/out").returncode == 0
     (tmp_path / "out" / ".grader-output.json").unlink()              # output that no gradebook claims
     assert grade("first.db").returncode == 2
+
+
+@pytest.mark.parametrize("missing, argv, extra", [
+    ("copydetect", ["similarity", "{class}", "-e", "01"], "[grader]"),
+    ("nbgrader", ["push", "nbgrader", "attention", "--db", "{db}", "--nbgrader-db", "{db}"], "[release]"),
+])
+def test_a_missing_optional_package_gets_an_install_hint(tmp_path, missing, argv, extra):
+    """Issue 34, item 10: a traceback or a bare 'No module named...' instead of what to install."""
+    (tmp_path / "class" / "ana" / "01_softmax").mkdir(parents=True)
+    (tmp_path / "class" / "ana" / "01_softmax" / "softmax.py").write_text("x = 1\n")
+    with Gradebook(tmp_path / "g.db"):
+        pass
+    args = [a.replace("{class}", str(tmp_path / "class")).replace("{db}", str(tmp_path / "g.db")) for a in argv]
+    code = (f"import runpy, sys; sys.modules[{missing!r}] = None; sys.argv = ['grader', *{args!r}]; "
+            "runpy.run_module('grader', run_name='__main__')")
+    run = subprocess.run([sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert f"needs {missing}" in run.stderr and f"pip install -e '.{extra}'" in run.stderr
+    assert "Traceback" not in run.stderr

@@ -161,7 +161,13 @@ def similarity(
     from grader.run.similarity import run_similarity
 
     check_class_folder(submissions)
-    raise typer.Exit(run_similarity(submissions, exercise or [], threshold, json_out, course))
+    try:
+        status = run_similarity(submissions, exercise or [], threshold, json_out, course)
+    except ImportError as exc:   # copydetect comes with the [grader] extra
+        typer.echo(f"grader similarity needs {exc.name or 'copydetect'}, which is not installed: "
+                   "pip install -e '.[grader]' (scripts/setup.sh installs it)", err=True)
+        raise typer.Exit(2) from None
+    raise typer.Exit(status)
 
 
 @app.command()

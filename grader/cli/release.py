@@ -94,7 +94,11 @@ def push_nbgrader(
     check_ids("ASSIGNMENT", [assignment], [a.id for a in loaded.assignments])
     try:
         report = push_scores(loaded, db, nbgrader_db, assignment, course.resolve().parent)
-    except (ReleaseError, ImportError) as exc:
+    except ImportError as exc:   # nbgrader comes with the [release] extra
+        typer.echo(f"push needs {exc.name or 'nbgrader'}, which is not installed: pip install -e '.[release]' "
+                   "(scripts/setup.sh installs it)", err=True)
+        raise typer.Exit(2) from None
+    except ReleaseError as exc:
         typer.echo(f"push failed: {exc}", err=True)
         raise typer.Exit(1) from exc
     from grader.intake.names import visible
