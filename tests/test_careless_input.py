@@ -25,6 +25,7 @@ CASES = [
     ("grade-missing-folder", ["grade", "{tmp}/no-such-class"], "does not exist"),
     ("grade-one-student", ["grade", "{student}"], "ONE student's folder"),
     ("grade-checkout", ["grade", "{checkout}"], "ONE student's folder"),
+    ("grade-the-course-repository", ["grade", "{repository}"], "is the course repository"),
     ("grade-one-nbgrader-student", ["grade", "{nbgrader_student}"], "ONE student's folder"),
     ("grade-empty-class", ["grade", "{empty}"], "holds no submission"),
     ("grade-unknown-exercise", ["grade", "{class}", "-e", "99", "--db", "{tmp}/g.db", "--out", "{tmp}/o"], "99"),
@@ -88,7 +89,7 @@ def places(tmp_path_factory) -> dict[str, Path]:
         pass
     (tmp / "ext.csv").write_text("student_id,assignment,extra_min\ns1,nope,60\n")
     (tmp / "stamps.csv").write_text("student_id,submitted_at\ns1,last tuesday\n")
-    return {"nbgrader_student": tmp / "submitted" / "s1", "bad_extensions": tmp / "ext.csv", "bad_timestamps": tmp / "stamps.csv", "class": klass, "student": klass / "s1", "checkout": checkout, "empty": tmp / "empty",
+    return {"nbgrader_student": tmp / "submitted" / "s1", "bad_extensions": tmp / "ext.csv", "bad_timestamps": tmp / "stamps.csv", "class": klass, "student": klass / "s1", "checkout": checkout, "repository": REPO_ROOT, "empty": tmp / "empty",
             "db": tmp / "grades.db", "tmp": tmp}
 
 

@@ -92,6 +92,13 @@ def class_folder_problem(folder: Path, assignment_ids: set[str] = frozenset()) -
         return f"{folder}: cannot list it ({exc.strerror})"
     if not entries:
         return f"{folder} holds no submission: nothing to grade (expected one <student_id>/ folder or .zip per student)"
+    names = {p.name for p in entries}
+    if {"course.yaml", "grader", "solutions"} <= names:
+        # The course repository itself (a student's clone holds no grader/ or solutions/).
+        example = folder / "examples" / "submissions"
+        return (f"{folder} is the course repository, not a folder of students. Pass the folder of submissions: "
+                "one <student_id>/ folder or .zip per student"
+                + (f", e.g. {example} (the sample class)" if example.is_dir() else ""))
     signs = _looks_like_one_student(entries, assignment_ids)
     if signs:
         shown = ", ".join(signs[:3]) + (" …" if len(signs) > 3 else "")
