@@ -2,6 +2,7 @@
 for each student. Templates are Jinja2 with autoescaping on."""
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 from collections import Counter, defaultdict
@@ -121,6 +122,10 @@ def write_html_report(course: Course, records: list[Record], out: Path, *,
     return out / "index.html"
 
 
+def _data_uri(svg: Path) -> str:
+    return "data:image/svg+xml;base64," + base64.b64encode(svg.read_bytes()).decode("ascii")
+
+
 def _write_overview(env: Environment, course: Course, records: list[Record], out: Path, *, students: dict,
                     exercises: list, totals: dict, max_total: float, exercise_rate: dict, hints: dict,
                     exams: dict, exam_list: list, exam_stats: list[dict],
@@ -139,6 +144,8 @@ def _write_overview(env: Environment, course: Course, records: list[Record], out
                                       out / "img" / "exercises.svg", "mean score (%)"),
         "pitfalls": plots.pitfall_counts(counts, out / "img" / "pitfalls.svg"),
     } if records else {}
+    # Inline, as data URIs: the page is mailed and uploaded alone, without img/ beside it.
+    figures = {name: _data_uri(out / "img" / file) for name, file in figures.items() if file}
     details = instructor_details(records)
     index = env.get_template("index.html").render(
         course=course, exercises=exercises, students=students, totals=totals, max_total=max_total,
