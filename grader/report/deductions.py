@@ -39,8 +39,9 @@ def deductions(record: Record) -> list[Deduction]:
     adjusted = late.get("unpenalised_points", record.points) if late else record.points
     if record.adjustment:
         a = record.adjustment
-        lines.append(Deduction("adjustment", f"adjusted by the instructor ({a.get('change', '')}), {a.get('at', '')}",
-                               f"教师调整（{a.get('change', '')}），{a.get('at', '')}",
+        day = str(a.get("at", ""))[:10]   # the date is enough on a page; exports keep the time
+        lines.append(Deduction("adjustment", f"adjusted by the instructor ({a.get('change', '')}), {day}",
+                               f"教师调整（{a.get('change', '')}），{day}",
                                _round(adjusted - graded), str(a.get("reason", "")), str(a.get("by", ""))))
     if late and late.get("factor", 1.0) != 1.0:
         factor = float(late["factor"])
