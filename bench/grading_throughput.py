@@ -1,6 +1,6 @@
 """Grading throughput: `grader grade` against the alternatives, in one run.
 
-    python bench/grading_throughput.py [-n 100] [-e 01 -e 03] [--timeout 10]
+    python bench/grading_throughput.py [-n 100] [-e 01 -e 03 | -e all] [--timeout 10]
                                        [--pytest-sample 10] [--nbgrader-sample 4] [--repeat 5]
 
 Generates N submissions (correct, every pitfall variant, untouched stubs,
@@ -126,26 +126,35 @@ def nbgrader_autograde(course, students, exercises, sample: int, timeout: float,
     def run(*args: str) -> None:
         subprocess.run([sys.executable, *args], cwd=course_dir, env=env, check=True, capture_output=True)
 
-    assignment = next(a for a in course.assignments if all(e.id in a.exercises for e in exercises))
-    write_course(course, REPO, course_dir, assignment_ids=[assignment.id])
+    # Each exercise's own assignment: a class over several assignments is
+    # autograded once per assignment, each notebook in its own.
+    owner = {e.id: next((a for a in course.assignments if e.id in a.exercises), None) for e in exercises}
+    if missing := [e for e, a in owner.items() if a is None]:
+        raise SystemExit(f"exercise(s) {', '.join(missing)} belong to no assignment in course.yaml: "
+                         "nbgrader cannot autograde them")
+    assignments = list(dict.fromkeys(a.id for a in owner.values()))
+    write_course(course, REPO, course_dir, assignment_ids=assignments)
     subprocess.run([sys.executable, "-m", "ipykernel", "install", "--user", "--name", "python3"], env=env,
                    check=True, capture_output=True)
     (course_dir / "nbgrader_config.py").write_text(
         (course_dir / "nbgrader_config.py").read_text() + f"\nc.ExecutePreprocessor.timeout = {int(timeout)}\n")
-    run("-m", "nbgrader", "generate_assignment", assignment.id, "--force")
+    for assignment_id in assignments:
+        run("-m", "nbgrader", "generate_assignment", assignment_id, "--force")
 
     def autograde() -> float:
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "nbgrader", "autograde", assignment.id, "--create", "--force"],
-                       cwd=course_dir, env=env, capture_output=True)
+        for assignment_id in assignments:
+            subprocess.run([sys.executable, "-m", "nbgrader", "autograde", assignment_id, "--create", "--force"],
+                           cwd=course_dir, env=env, capture_output=True)
         return time.perf_counter() - started
 
     start_up_s = min(autograde() for _ in range(2))  # nothing submitted yet
     for i, files in enumerate(students[:sample]):
-        target = course_dir / "submitted" / f"student{i:03d}" / assignment.id
-        target.mkdir(parents=True)
         for exercise in exercises:
-            notebook = nbformat.read(course_dir / "release" / assignment.id / f"{exercise.folder}.ipynb", as_version=4)
+            assignment_id = owner[exercise.id].id
+            target = course_dir / "submitted" / f"student{i:03d}" / assignment_id
+            target.mkdir(parents=True, exist_ok=True)
+            notebook = nbformat.read(course_dir / "release" / assignment_id / f"{exercise.folder}.ipynb", as_version=4)
             (cell,) = [c for c in notebook.cells
                        if c.metadata.get("nbgrader", {}).get("grade_id") == answer_cell_id(exercise)]
             cell.source = files[exercise.id]
@@ -156,7 +165,8 @@ def nbgrader_autograde(course, students, exercises, sample: int, timeout: float,
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("-n", type=int, default=100, help="submissions (students)")
-    parser.add_argument("-e", "--exercise", action="append", help="exercise ids (default: 01)")
+    parser.add_argument("-e", "--exercise", action="append",
+                        help="exercise ids (default: 01), from one or several assignments; 'all': the whole course")
     parser.add_argument("--timeout", type=float, default=10.0, help="seconds per submission and exercise")
     parser.add_argument("--pytest-sample", type=int, help="default: one student of each kind")
     parser.add_argument("--nbgrader-sample", type=int, help="default: one student of each kind")
@@ -167,7 +177,9 @@ def main() -> None:
     args = parser.parse_args()
     course = load_course()
     load_at_start = os.getloadavg()[0]
-    exercises = [course.exercise(i) for i in (args.exercise or ["01"])]
+    chosen = args.exercise or ["01"]
+    # -e all: the whole course, every exercise (and so every assignment) in one class.
+    exercises = list(course.exercises) if chosen == ["all"] else [course.exercise(i) for i in chosen]
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
         work = Path(tmp)
         students, kinds = make_class(course, exercises, args.n, work / "subs", hang=not args.no_hang)
