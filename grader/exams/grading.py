@@ -24,6 +24,8 @@ stop the run.
 """
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -37,7 +39,7 @@ from grader.exams.copying import CopySigns, code_matches, key_matches
 from grader.exams.intake import ANSWERS_FILE, ExamSubmission, collect_exam, stage_code  # noqa: F401
 from grader.exams.questions import answer_keys, shown_questions
 from grader.exams.result import UNREADABLE, ExamResult
-from grader.exams.timing import Stamp, assess, find_stamp
+from grader.exams.timing import Stamp, assess, carried_records, find_stamp
 from grader.exams.variants import Variant, make_variant
 
 @dataclass
@@ -208,13 +210,26 @@ def _read_student(submission: ExamSubmission, exam: Exam, manifest: dict[str, St
     stamp = Stamp(None, None, "none")
     if submission.tree is not None and not error:            # nothing to time when nothing can be graded
         try:
+            # Each source is timed as itself: a zip by the manifest (or its own
+            # file time), never by a record it carries, which may be an earlier
+            # folder's on-time stamp zipped with later answers.
+            folder = _is_folder(submission.entry)
             stamp, problem = find_stamp(submission.entry, submission.student, exam, manifest,
-                                        nbgrader_folder=submission.tree if submission.nbgrader else None,
+                                        nbgrader_folder=submission.tree if submission.nbgrader and folder else None,
                                         trust_file_times=trust_file_times)
             problems += [problem] if problem else []
+            if not folder and stamp.source != "manifest":
+                problems += carried_records(submission.tree, submission.entry.name)
         except Exception as exc:  # noqa: BLE001 - the boundary around the submission time
             problems.append(f"the submission time cannot be read ({type(exc).__name__}); lateness unknown")
     return answers, stamp, problems, error
+
+
+def _is_folder(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def grade_exam(course: Course, exam: Exam, submissions_dir: Path, *, secret: bytes, root: Path, workdir: Path,
