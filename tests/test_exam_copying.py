@@ -23,6 +23,7 @@ from grader.exams.variants import make_variant
 SECRET = b"test-secret-not-for-real-exams-0123"
 STUDENTS = [f"s{i:03d}" for i in range(1, 9)]
 COPIER, COPIED = "s008", "s001"
+ANSWERS_COPIER, WEAK = "s007", "s003"    # copied the answers (only) of a student who got some wrong
 STUB_03 = REPO_ROOT / "exercises" / "03_masking" / "attention.py"
 STUB_06 = REPO_ROOT / "exercises" / "06_multihead" / "multihead.py"
 # Each student's code: the reference, correct solutions written apart from it, the untouched stubs.
@@ -48,8 +49,9 @@ def _wrong(question, key, rng: random.Random) -> object:
 
 @pytest.fixture(scope="module")
 def exam_class(course, midterm, tmp_path_factory):
-    """Seven honest students (all right, or some honest mistakes) and one
-    who copied the whole folder of the best of them, keeping his own variant.json."""
+    """Six honest students (all right, or some honest mistakes), one who
+    copied the answers of one with some wrong, and one who copied the whole
+    folder of the best of them, keeping his own variant.json."""
     variants = {s: make_variant(course, midterm, s, SECRET) for s in STUDENTS}
     keys = answer_keys(course, midterm, list(variants.values()), REPO_ROOT)
     subs = tmp_path_factory.mktemp("subs")
@@ -68,6 +70,7 @@ def exam_class(course, midterm, tmp_path_factory):
             answers[question.id] = key.model_answer() if right else _wrong(question, key, rng)
         (folder / "answers.yaml").write_text(yaml.safe_dump(answers, allow_unicode=True), encoding="utf-8")
         (folder / "variant.json").write_text(json.dumps(variants[student].public()))
+    shutil.copyfile(subs / WEAK / "answers.yaml", subs / ANSWERS_COPIER / "answers.yaml")
     shutil.copytree(subs / COPIED, subs / COPIER)
     (subs / COPIER / "variant.json").write_text(json.dumps(variants[COPIER].public()))
     run = grade_exam(course, midterm, subs, secret=SECRET, root=REPO_ROOT, workdir=tmp_path_factory.mktemp("work"))
@@ -75,10 +78,13 @@ def exam_class(course, midterm, tmp_path_factory):
 
 
 def test_answers_on_another_students_key_are_listed(exam_class):
-    run, _ = exam_class
-    assert [(m.student, m.other) for m in run.copying.key_matches] == [(COPIER, COPIED)]
-    (match,) = run.copying.key_matches
-    assert len(match.questions) >= 5 and match.chance < 1e-4
+    run, results = exam_class
+    listed = {(m.student, m.other): m for m in run.copying.key_matches}
+    # Identical answers list the one copied from too, where they share wrong answers.
+    assert set(listed) - {(WEAK, ANSWERS_COPIER)} == {(COPIER, COPIED), (ANSWERS_COPIER, WEAK)}, listed
+    assert len(listed[COPIER, COPIED].questions) >= 5 and listed[COPIER, COPIED].chance < 1e-4
+    assert 0 < results[WEAK].question_points < results[WEAK].question_max   # some of what was copied is wrong
+    assert listed[ANSWERS_COPIER, WEAK].same_mistakes
     assert any(p.startswith(f"{COPIER} answered") and f"{COPIED}'s answer key" in p and "not a verdict" in p
                for p in run.problems), run.problems
 
@@ -108,7 +114,7 @@ def test_the_report_and_results_json_list_them(exam_class, course, tmp_path):
     assert f"<td>{COPIER}</td><td>{COPIED}</td>" in section and f"{COPIED} ~ {COPIER}" in section
     assert "never a verdict" in section and "s002" not in section
     data = json.loads(paths["results"].read_text(encoding="utf-8"))
-    assert [(m["student"], m["other"]) for m in data["copying"]["key_matches"]] == [(COPIER, COPIED)]
+    assert (COPIER, COPIED) in [(m["student"], m["other"]) for m in data["copying"]["key_matches"]]
 
 
 def test_the_chance_is_the_tail_of_the_matches():

@@ -7,18 +7,21 @@ verdict, and no point changes for them.
   student who copied another's answers (or their whole folder, keeping his
   own ``variant.json``) hands in. One such answer can be chance: a choice
   has few letters, and a common mistake can land on a value another variant
-  has. So a pair (student, other) is listed when at least
-  :data:`MIN_MATCHES` answers match the other's key and not the student's
-  own, and so many matches are unlikely by chance: at most
-  :data:`CHANCE_LIMIT` for the pair (:func:`chance_of`, a bound that
-  assumes each wrong answer falls on the other's key with a generous
-  probability: ``1/(choices - 1)`` for a choice, the share of the class
-  whose key is the same and at least :data:`MIN_CHANCE` for a number or a
-  word). In simulated classes of honest students (random wrong letters,
-  numbers off by one, doubled, halved or rounded; 30 to 120 students) no
-  pair came under 0.005, and a student who copied the folder of one who got
-  two thirds right came under 1e-4; a copy of a weak student's answers
-  matches few keys and may go unlisted (tests/test_exam_copying.py).
+  has. A copy of a weak student also holds the other's own wrong answers:
+  the same wrong answer counts too. So a pair (student, other) is listed
+  when at least :data:`MIN_MATCHES` of the student's wrong answers are the
+  other's (on the other's key, or the other's own wrong answer), on
+  questions whose keys differ, and so many are unlikely by chance: at most
+  :data:`CHANCE_LIMIT` for the pair (:func:`chance_of`, a bound that gives
+  each question a generous chance: ``1/(choices - 1)`` for a choice, for a
+  number or a word the share of the class whose key is the other's, and of
+  those who handed in that wrong answer, each at least :data:`MIN_CHANCE`;
+  a common mistake is weak evidence). In simulated classes (30 and 120
+  students; honest ones at 20 to 80 % with random wrong letters and numbers
+  off by one, doubled, halved, rounded, 0 or 1) no honest pair was listed,
+  and every student who copied another's answers was, whatever the other's
+  score. Identical answers list both directions (the one copied from, too):
+  who copied is for the instructor to find out.
 - **Alike code**: each exam exercise's modules compared across the class
   as ``grader similarity`` compares homework (grader/report/similarity.py;
   the stub the exam folder ships is boilerplate).
@@ -28,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
-from grader.exams.answers import QuestionVerdict, grade_one
+from grader.exams.answers import QuestionVerdict, grade_one, normalize_short, parse_letters, parse_numbers
 from grader.exams.questions import AnswerKey, ShownQuestion
 
 MIN_MATCHES = 2         # one answer on another's key is never listed alone
@@ -42,14 +45,17 @@ class KeyMatch:
 
     student: str
     other: str
-    questions: list[str]
+    questions: list[str]     # answered with the other's key
     possible: int            # questions where that could happen (answered, wrong for the student, keys differ)
     chance: float            # at most this likely for an honest student and this other (one pair)
+    same_mistakes: list[str] = field(default_factory=list)   # answered with the other's own wrong answer
 
     def describe(self) -> str:
+        mistakes = (f" and {len(self.same_mistakes)} with {self.other}'s own wrong answer "
+                    f"({', '.join(self.same_mistakes)})") if self.same_mistakes else ""
         return (f"{self.student} answered {len(self.questions)} of {self.possible} question(s) with {self.other}'s "
-                f"answer key, wrong for their own variant ({', '.join(self.questions)}; chance at most "
-                f"{self.chance:.1e}): a sign of copying to look at, not a verdict")
+                f"answer key, wrong for their own variant ({', '.join(self.questions) or '-'}){mistakes}; chance at "
+                f"most {self.chance:.1e}: a sign of copying to look at, not a verdict")
 
 
 @dataclass(frozen=True)
@@ -108,38 +114,88 @@ def key_matches(keys: Mapping[str, Mapping[str, AnswerKey]], shown: Mapping[str,
     may not have handed in: a folder can be copied from anyone); ``answers``
     and ``verdicts``: those who handed in answers, as read and graded."""
     students = sorted(keys)
-    question_ids = sorted({q for student_keys in keys.values() for q in student_keys})
-    # Per question, the class's keys grouped: one grading of an answer per distinct key.
-    groups: dict[str, dict[tuple, list[str]]] = {}
-    for qid in question_ids:
-        for student in students:
-            if qid in keys[student]:
-                groups.setdefault(qid, {}).setdefault(_key_id(keys[student][qid]), []).append(student)
     questions_of = {student: {q.id: q for q in shown[student]} for student in students}
+    groups = _key_groups(keys, students)
+    wrong = {s: {v.question_id for v in verdicts.get(s, []) if v.answered and not v.correct} for s in answers}
+    forms = {s: {q: _form(keys[s][q].kind, answers[s].get(q)) for q in wrong[s]} for s in answers}
+    # Per question, each wrong answer's form -> who gave it (an answer many gave is weak evidence).
+    gave: dict[str, dict[object, list[str]]] = {}
+    for s in sorted(answers):
+        for qid, form in forms[s].items():
+            if form is not None:
+                gave.setdefault(qid, {}).setdefault(form, []).append(s)
     found = []
     for student in sorted(answers):
-        wrong = {v.question_id for v in verdicts.get(student, []) if v.answered and not v.correct}
-        hits: dict[str, set[tuple]] = {}     # question -> the others' keys the answer is right for
-        for qid in sorted(wrong):
+        candidates: dict[str, int] = {}      # other -> questions where the student's answer is the other's
+        on_key: dict[str, set[tuple]] = {}   # question -> the others' keys the answer is right for
+        for qid in sorted(wrong[student]):
             own = _key_id(keys[student][qid])
             for key_id, holders in groups.get(qid, {}).items():
                 if key_id != own and _right_for(questions_of[holders[0]][qid], keys[holders[0]][qid],
                                                 answers[student].get(qid)):
-                    hits.setdefault(qid, set()).add(key_id)
-        if len(hits) < MIN_MATCHES:
-            continue
-        for other in students:
-            if other == student:
-                continue
-            possible = [q for q in sorted(wrong) if q in keys[other] and _key_id(keys[other][q]) != _key_id(keys[student][q])]
-            matched = [q for q in possible if _key_id(keys[other][q]) in hits.get(q, ())]
-            if len(matched) < MIN_MATCHES:
-                continue
-            chance = chance_of([_chance(questions_of[student][q], keys[other][q], groups[q], len(students))
-                                for q in possible], len(matched))
-            if chance <= CHANCE_LIMIT:
-                found.append(KeyMatch(student, other, matched, len(possible), chance))
+                    on_key.setdefault(qid, set()).add(key_id)
+                    for other in holders:
+                        candidates[other] = candidates.get(other, 0) + 1
+            for other in gave.get(qid, {}).get(forms[student][qid], []):
+                candidates[other] = candidates.get(other, 0) + 1
+        for other in sorted(o for o, n in candidates.items() if n >= MIN_MATCHES and o != student):
+            match = _pair(student, other, keys, questions_of, groups, wrong, forms, gave, on_key, len(students),
+                          len(answers))
+            if match is not None:
+                found.append(match)
     return sorted(found, key=lambda m: (m.chance, m.student, m.other))
+
+
+def _key_groups(keys: Mapping[str, Mapping[str, AnswerKey]], students: list[str]) -> dict[str, dict[tuple, list[str]]]:
+    """Per question, the class's keys grouped: one grading of an answer per distinct key."""
+    groups: dict[str, dict[tuple, list[str]]] = {}
+    for student in students:
+        for qid, key in keys[student].items():
+            groups.setdefault(qid, {}).setdefault(_key_id(key), []).append(student)
+    return groups
+
+
+def _pair(student: str, other: str, keys, questions_of, groups, wrong, forms, gave, on_key, class_size: int,
+          handed_in: int) -> KeyMatch | None:
+    """The student's answers that are ``other``'s, where they could not be by
+    being right: on ``other``'s key, or ``other``'s own wrong answer."""
+    possible = [q for q in sorted(wrong[student])
+                if q in keys[other] and _key_id(keys[other][q]) != _key_id(keys[student][q])]
+    on_their_key, their_mistake, chances = [], [], []
+    for qid in possible:
+        question, key = questions_of[student][qid], keys[other][qid]
+        chance = _chance(question, key, groups[qid], class_size)
+        if _key_id(key) in on_key.get(qid, ()):
+            on_their_key.append(qid)
+        theirs = forms.get(other, {}).get(qid)
+        if theirs is not None:               # the other answered wrongly: the same wrong answer is a sign too
+            share = len(gave[qid][theirs]) / max(1, handed_in)
+            chance += max(share, 1.0 / max(1, len(question.choices) - 1) if key.kind == "choice" else MIN_CHANCE)
+            if theirs == forms[student][qid] and qid not in on_their_key:
+                their_mistake.append(qid)
+        chances.append(min(1.0, chance))
+    matched = len(on_their_key) + len(their_mistake)
+    if matched < MIN_MATCHES:
+        return None
+    chance = chance_of(chances, matched)
+    return KeyMatch(student, other, on_their_key, len(possible), chance, their_mistake) \
+        if chance <= CHANCE_LIMIT else None
+
+
+def _form(kind: str, answer: object) -> object:
+    """An answer in a form two students' answers compare in (letters,
+    numbers to 6 significant digits, normalised words); None if unreadable."""
+    try:
+        if kind == "choice":
+            letters = parse_letters(answer)
+            return tuple(letters) if letters else None
+        if kind == "numeric":
+            number = parse_numbers(answer)
+            values = number if isinstance(number, list) else [number] if number is not None else None
+            return tuple(float(f"{v:.6g}") for v in values) if values else None
+        return normalize_short(answer) or None
+    except Exception:  # noqa: BLE001 - an answer the grader cannot read compares with nothing
+        return None
 
 
 def _right_for(question: ShownQuestion, key: AnswerKey, answer: object) -> bool:
