@@ -129,10 +129,10 @@ def key_matches(keys: Mapping[str, Mapping[str, AnswerKey]], shown: Mapping[str,
         candidates: dict[str, int] = {}      # other -> questions where the student's answer is the other's
         on_key: dict[str, set[tuple]] = {}   # question -> the others' keys the answer is right for
         for qid in sorted(wrong[student]):
-            own = _key_id(keys[student][qid])
+            own, answer = _key_id(keys[student][qid]), _read_once(keys[student][qid].kind, answers[student].get(qid))
             for key_id, holders in groups.get(qid, {}).items():
-                if key_id != own and _right_for(questions_of[holders[0]][qid], keys[holders[0]][qid],
-                                                answers[student].get(qid)):
+                if key_id != own and answer is not None and _right_for(questions_of[holders[0]][qid],
+                                                                       keys[holders[0]][qid], answer):
                     on_key.setdefault(qid, set()).add(key_id)
                     for other in holders:
                         candidates[other] = candidates.get(other, 0) + 1
@@ -195,6 +195,17 @@ def _form(kind: str, answer: object) -> object:
             return tuple(float(f"{v:.6g}") for v in values) if values else None
         return normalize_short(answer) or None
     except Exception:  # noqa: BLE001 - an answer the grader cannot read compares with nothing
+        return None
+
+
+def _read_once(kind: str, answer: object) -> object:
+    """A number's answer read once (the grader reads a number it is given as
+    itself), not once per key of the class; None: no key can accept it."""
+    if kind != "numeric" or answer is None:
+        return answer
+    try:
+        return parse_numbers(answer)
+    except Exception:  # noqa: BLE001 - an answer the grader cannot read matches no key
         return None
 
 
