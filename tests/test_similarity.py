@@ -46,12 +46,42 @@ def dead_code_appended(source: str) -> str:
     return source + "\n\n" + padding
 
 
+def dead_code_between(source: str) -> str:
+    """A copy with a line that is never read after each of its statements,
+    and a block that never runs at the top of each function: every k-gram
+    that crosses a statement's end is broken."""
+    import ast
+
+    tree = ast.parse(source)
+    count = 0
+
+    def padded(block: list) -> list:
+        nonlocal count
+        out = []
+        for statement in block:
+            for name in ("body", "orelse", "finalbody"):
+                inner = getattr(statement, name, None)
+                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                    setattr(statement, name, padded(inner))
+            if isinstance(statement, ast.FunctionDef):
+                statement.body[:0] = ast.parse(f"if False:\n    spare{count} = [k * {count} for k in range(3)]").body
+            out.append(statement)
+            if not isinstance(statement, (ast.Return, ast.Raise, ast.FunctionDef, ast.ClassDef, ast.Import,
+                                          ast.ImportFrom)):
+                count += 1
+                out += ast.parse(f"unused{count} = len(str({count})) * {count}").body
+        return out
+
+    tree.body = padded(tree.body)
+    return ast.unparse(ast.fix_missing_locations(tree))
+
+
 def all_combined(source: str) -> str:
-    return dead_code_appended(reordered(renamed(source)))
+    return dead_code_appended(reordered(dead_code_between(renamed(source))))
 
 
 COPIES = {"renamed": renamed, "reordered": reordered, "dead_code_appended": dead_code_appended,
-          "all_combined": all_combined}
+          "dead_code_between": dead_code_between, "all_combined": all_combined}
 
 
 @pytest.mark.parametrize("transformation", COPIES)

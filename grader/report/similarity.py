@@ -9,6 +9,10 @@ exercises' references that part-B folders ship, is boilerplate: its
 fingerprints are removed before two submissions are compared, so two
 students who left the same docstrings are not alike for that.
 
+Dead code is removed before fingerprinting (grader/report/dead_code.py):
+stores nothing reads, blocks that never run, statements after a return, so
+a copy padded between its own lines still matches.
+
 A pair is judged on the larger of its two shares (how much of each one's
 own code the other holds): a copy padded with dead code holds all of the
 original while the original covers little of it (100 % one way, 48 % the
@@ -34,6 +38,8 @@ import sys
 import types
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+
+from grader.report.dead_code import without_dead_code
 
 
 def _import_copydetect():
@@ -113,8 +119,10 @@ class SimilarityReport:
 def _fingerprint(source: str, boilerplate: list[int]) -> CodeFingerprint:
     # fp= keeps copydetect off the filesystem; language= names the lexer
     # (found by file name, pygments first scans every lexer: 0.1 s a run).
+    # Dead code goes first (grader/report/dead_code.py): lines that never run,
+    # put between a copy's statements, would break every k-gram they cross.
     return CodeFingerprint("submission.py", NOISE_T, GUARANTEE_T - NOISE_T + 1, boilerplate=boilerplate,
-                           language="python", fp=io.StringIO(source))
+                           language="python", fp=io.StringIO(without_dead_code(source)))
 
 
 def boilerplate_hashes(sources: Iterable[str]) -> list[int]:
