@@ -51,11 +51,13 @@ class KeyMatch:
     same_mistakes: list[str] = field(default_factory=list)   # answered with the other's own wrong answer
 
     def describe(self) -> str:
-        mistakes = (f" and {len(self.same_mistakes)} with {self.other}'s own wrong answer "
-                    f"({', '.join(self.same_mistakes)})") if self.same_mistakes else ""
-        return (f"{self.student} answered {len(self.questions)} of {self.possible} question(s) with {self.other}'s "
-                f"answer key, wrong for their own variant ({', '.join(self.questions) or '-'}){mistakes}; chance at "
-                f"most {self.chance:.1e}: a sign of copying to look at, not a verdict")
+        """One line (the summary cuts lines at 300 characters; the report lists every question)."""
+        shown = [*self.questions, *self.same_mistakes]
+        listed = ", ".join(shown[:3]) + (f", +{len(shown) - 3}" if len(shown) > 3 else "")
+        return (f"{self.student} answered {len(shown)} of {self.possible} question(s) as {self.other} did, wrong for "
+                f"their own variant: {len(self.questions)} on {self.other}'s answer key, {len(self.same_mistakes)} "
+                f"with {self.other}'s own wrong answer ({listed}); chance at most {self.chance:.1e}: a sign of "
+                "copying to look at, not a verdict")
 
 
 @dataclass(frozen=True)
