@@ -161,7 +161,7 @@ def _code_texts(course: Course, exam: Exam, submissions: dict[str, ExamSubmissio
     answers-only run): collected as for grading, for the alike-code list only."""
     exercises = [course.exercise(item.id) for item in exam.exercises]
     texts: dict[str, dict[str, str]] = {}
-    for student in sorted(submissions):
+    for student in sorted(submissions) if exercises else []:
         try:
             _student_code(course, exercises, submissions[student], workdir, root, texts)
         except Exception:  # noqa: BLE001 - unreadable code is named where it is graded; here it is just not compared
