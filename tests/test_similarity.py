@@ -226,3 +226,25 @@ def test_fingerprints_are_the_same_in_every_process():
     digests = {subprocess.run([sys.executable, "-c", code, str(source)], cwd=REPO_ROOT, capture_output=True, text=True,
                               env={**os.environ, "PYTHONHASHSEED": seed}, check=True).stdout for seed in ("1", "2")}
     assert len(digests) == 1, digests
+
+
+def test_dead_code_goes_and_live_code_stays():
+    from grader.report.dead_code import without_dead_code
+
+    source = ('"""doc"""\nimport torch\n\n\ndef f(x):\n    """f\'s doc"""\n    unused = len(str(3)) * 3\n'
+              '    if False:\n        spare = [k for k in range(3)]\n    scale = x.size(-1) ** 0.5\n    left = scale\n'
+              '    left2 = left + 1\n    def helper():\n        return 1\n    "padding"\n    while 0:\n        x = x + 1\n'
+              '    self_like = x\n    self_like.weight = 2\n    return x / scale\n    x = x * 2\n')
+    kept = without_dead_code(source)
+    assert '"""doc"""' in kept and "f's doc" in kept and "scale = x.size(-1) ** 0.5" in kept
+    assert "return x / scale" in kept and "self_like.weight = 2" in kept and "self_like = x" in kept
+    for dead in ("unused", "spare", "left", "helper", "padding", "while", "x * 2"):
+        assert dead not in kept, (dead, kept)
+
+
+@pytest.mark.parametrize("source", ["def f(:\n    return 1\n", "x = " + "(" * 5000 + "1" + ")" * 5000 + "\n",
+                                    "x = 1" + " + 1" * 50000 + "\n", "a\x00b\n"])
+def test_code_that_cannot_be_parsed_is_compared_as_it_is(source):
+    from grader.report.dead_code import without_dead_code
+
+    assert without_dead_code(source) in (source, source.strip())
