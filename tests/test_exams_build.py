@@ -195,6 +195,17 @@ def test_copied_answers_score_low(graded):
         assert results[student].question_points < 0.5 * results[student].question_max
 
 
+def test_copied_answers_are_listed_and_honest_mistakes_are_not(graded):
+    """Answers on s000's key, not their own (grader/exams/copying.py); the
+    five copiers share their wrong answers with each other too; the ten with
+    two honest mistakes each are not listed."""
+    run, _, _ = graded
+    listed = {(m.student, m.other) for m in run.copying.key_matches}
+    copiers = set(STUDENTS[20:25])
+    assert {(s, "s000") for s in copiers} <= listed
+    assert all(student in copiers and other in copiers | {"s000"} for student, other in listed), listed
+
+
 def test_absent_broken_and_late_submissions(graded):
     _, results, _ = graded
     for student in ("s028", "s029"):

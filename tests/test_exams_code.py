@@ -102,6 +102,9 @@ def test_exam_code_is_graded_with_each_students_variant(course, midterm, tmp_pat
     assert "06-exam-split-merge" in failed and "view-no-transpose" in failed["06-exam-split-merge"]["confirmed"]
     none = results["none"].exercises["06"]
     assert none["points"] == 0 and none["status"] == "not_submitted"
+    # The graded code is also compared across the class (grader/exams/copying.py):
+    # the mistaken copy of the reference is the reference, but for one line.
+    assert [(m.exercise, m.first, m.second) for m in run.copying.code_matches] == [("06", "right", "wrong")]
 
 
 def test_exam_code_in_the_real_sandbox(course, midterm, tmp_path):

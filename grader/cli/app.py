@@ -150,7 +150,7 @@ def similarity(
     submissions: Path = typer.Argument(..., exists=True, file_okay=False, help="Folder of <student_id>/ folders or .zip files."),
     exercise: list[str] = typer.Option(None, "--exercise", "-e", help="Only these exercises (repeatable; default: all)."),
     threshold: float = typer.Option(0.7, "--threshold", min=0.05, max=1.0,
-                                    help="Flag a pair when each covers at least this share of the other's own code."),
+                                    help="Flag a pair when this share of either one's own code is found in the other."),
     json_out: Path = typer.Option(None, "--json", dir_okay=False, callback=existing_parent,
                                   help="Also write every report as JSON here."),
     course: Path = CourseOption,

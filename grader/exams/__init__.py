@@ -24,6 +24,8 @@ Out: each student's exam folder (and nbgrader assignments), graded answers
 - ``grading.py``      ``grade_exam``: grade a class (the entry point for the pipeline)
 - ``session.py``      ``run_exam_grading``: options in, files out, an exit code (``grader exam grade``)
 - ``stats.py``        per-question and per-exercise statistics (plain dicts)
+- ``copying.py``      signs of copying to look at: answers on another student's key
+                      or their own wrong answers, alike code (never a verdict)
 - ``report.py``       results.json, grades.csv and the exam's HTML report
 - ``validate.py``     the exams' check, which ``load_course`` runs (registered below)
 

@@ -24,6 +24,8 @@ stop the run.
 """
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
@@ -33,10 +35,11 @@ from grader.course import Course
 from grader.course.exam_schema import Exam
 from grader.exams.answers import QuestionVerdict, grade_answers, grade_one, read_answers  # noqa: F401
 from grader.exams.build import RosterEntry
+from grader.exams.copying import CopySigns, code_matches, key_matches
 from grader.exams.intake import ANSWERS_FILE, ExamSubmission, collect_exam, stage_code  # noqa: F401
 from grader.exams.questions import answer_keys, shown_questions
 from grader.exams.result import UNREADABLE, ExamResult
-from grader.exams.timing import Stamp, assess, find_stamp
+from grader.exams.timing import Stamp, assess, carried_records, find_stamp
 from grader.exams.variants import Variant, make_variant
 
 @dataclass
@@ -46,6 +49,7 @@ class ExamRun:
     code_graded: bool
     problems: list[str] = field(default_factory=list)
     resumed: int = 0                   # exam exercises taken from the gradebook, not graded again
+    copying: CopySigns = field(default_factory=CopySigns)   # signs to look at (also in problems), never a verdict
 
 
 def _collect_code(course: Course, exercises: list, submission: ExamSubmission, workdir: Path,
@@ -67,10 +71,11 @@ def _unreadable_part(exercise, why: str) -> dict:
 
 def _grade_code(course: Course, exam: Exam, submissions: dict[str, ExamSubmission], variants: dict[str, Variant],
                 sandbox, workdir: Path, root: Path, jobs: int,
-                book=None) -> tuple[dict[str, dict[str, dict]], int, dict[str, list[str]]]:
+                book=None) -> tuple[dict[str, dict[str, dict]], int, dict[str, list[str]], dict[str, dict[str, str]]]:
     """Per student, per exercise: the hidden checks of the student's variant,
-    how many of those results came from the gradebook, and per student the
-    problems met while reading their code.
+    how many of those results came from the gradebook, per student the
+    problems met while reading their code, and the code itself (exercise id
+    -> student -> module text, for :func:`grader.exams.copying.code_matches`).
 
     With a gradebook (``book``), parts already recorded are taken from it and
     each student's new parts are recorded as soon as the student is done
@@ -87,17 +92,16 @@ def _grade_code(course: Course, exam: Exam, submissions: dict[str, ExamSubmissio
     problems: dict[str, list[str]] = {}
     todo: dict[str, list[tuple]] = {}
     resumed = 0
+    texts: dict[str, dict[str, str]] = {}
     for student in sorted(variants):
-        submission = submissions.get(student)
-        parts: dict = {}
-        if submission is not None and submission.tree is not None:
-            try:
-                parts, problems[student] = _collect_code(course, exercises, submission, workdir, root)
-            except Exception as exc:  # noqa: BLE001 - the boundary: one student's files never stop the class
-                why = f"the exam's code cannot be read ({type(exc).__name__})"
-                problems[student] = [why]
-                results[student] = {e.id: _unreadable_part(e, why) for e in exercises}
-                continue
+        try:
+            parts, problems[student] = _student_code(course, exercises, submissions.get(student), workdir, root,
+                                                     texts)
+        except Exception as exc:  # noqa: BLE001 - the boundary: one student's files never stop the class
+            why = f"the exam's code cannot be read ({type(exc).__name__})"
+            problems[student] = [why]
+            results[student] = {e.id: _unreadable_part(e, why) for e in exercises}
+            continue
         for exercise in exercises:
             part = parts.get(exercise.id)
             key = part_key(course, exam, exercise.id, variants[student], part.content_hash if part else None)
@@ -133,7 +137,47 @@ def _grade_code(course: Course, exam: Exam, submissions: dict[str, ExamSubmissio
                 if book is not None and key is not None:
                     record_part(book, key, part)
                 results[student][exercise_id] = part
-    return results, resumed, problems
+    return results, resumed, problems, texts
+
+
+def _student_code(course: Course, exercises: list, submission: ExamSubmission | None, workdir: Path, root: Path,
+                  texts: dict[str, dict[str, str]]) -> tuple[dict, list[str]]:
+    """One student's exam exercises collected (:func:`_collect_code`; ({}, [])
+    when no exam was found), and each module's text added to ``texts``."""
+    if submission is None or submission.tree is None:
+        return {}, []
+    parts, problems = _collect_code(course, exercises, submission, workdir, root)
+    for exercise_id, part in parts.items():
+        if part.folder is not None:
+            module = next(e.module for e in exercises if e.id == exercise_id)
+            texts.setdefault(exercise_id, {})[submission.student] = (part.folder / module).read_text(
+                encoding="utf-8", errors="replace")
+    return parts, problems
+
+
+def _code_texts(course: Course, exam: Exam, submissions: dict[str, ExamSubmission], workdir: Path,
+                root: Path) -> dict[str, dict[str, str]]:
+    """The code of every student's exam exercises, when it is not graded (an
+    answers-only run): collected as for grading, for the alike-code list only."""
+    exercises = [course.exercise(item.id) for item in exam.exercises]
+    texts: dict[str, dict[str, str]] = {}
+    for student in sorted(submissions) if exercises else []:
+        try:
+            _student_code(course, exercises, submissions[student], workdir, root, texts)
+        except Exception:  # noqa: BLE001 - unreadable code is named where it is graded; here it is just not compared
+            continue
+    return texts
+
+
+def _copy_signs(course: Course, exam: Exam, keys: dict, shown: dict, answers: dict, verdicts: dict,
+                texts: dict[str, dict[str, str]], root: Path) -> CopySigns:
+    """Answers on another student's key and alike code (grader/exams/copying.py)."""
+    from grader.run.similarity import given_code
+
+    exercises = [course.exercise(item.id) for item in exam.exercises]
+    code, notes = code_matches(exercises, texts, {e.id: given_code(e, root) for e in exercises}) \
+        if exercises else ([], [])
+    return CopySigns(key_matches(keys, shown, answers, verdicts), code, notes)
 
 
 def _grade_questions(shown: list, keys: dict, answers: dict) -> list[QuestionVerdict]:
@@ -166,13 +210,26 @@ def _read_student(submission: ExamSubmission, exam: Exam, manifest: dict[str, St
     stamp = Stamp(None, None, "none")
     if submission.tree is not None and not error:            # nothing to time when nothing can be graded
         try:
+            # Each source is timed as itself: a zip by the manifest (or its own
+            # file time), never by a record it carries, which may be an earlier
+            # folder's on-time stamp zipped with later answers.
+            folder = _is_folder(submission.entry)
             stamp, problem = find_stamp(submission.entry, submission.student, exam, manifest,
-                                        nbgrader_folder=submission.tree if submission.nbgrader else None,
+                                        nbgrader_folder=submission.tree if submission.nbgrader and folder else None,
                                         trust_file_times=trust_file_times)
             problems += [problem] if problem else []
+            if not folder and stamp.source != "manifest":
+                problems += carried_records(submission.tree, submission.entry.name)
         except Exception as exc:  # noqa: BLE001 - the boundary around the submission time
             problems.append(f"the submission time cannot be read ({type(exc).__name__}); lateness unknown")
     return answers, stamp, problems, error
+
+
+def _is_folder(path: Path) -> bool:
+    try:
+        return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError:
+        return False
 
 
 def grade_exam(course: Course, exam: Exam, submissions_dir: Path, *, secret: bytes, root: Path, workdir: Path,
@@ -194,16 +251,21 @@ def grade_exam(course: Course, exam: Exam, submissions_dir: Path, *, secret: byt
     variants = {s: make_variant(course, exam, s, secret) for s in students}
     keys = answer_keys(course, exam, list(variants.values()), root)
     code_graded = sandbox is not None and bool(exam.exercises)
-    code, resumed, code_problems = (_grade_code(course, exam, submissions, variants, sandbox, workdir, root, jobs,
-                                                gradebook) if code_graded else ({}, 0, {}))
+    code, resumed, code_problems, texts = (
+        _grade_code(course, exam, submissions, variants, sandbox, workdir, root, jobs, gradebook) if code_graded
+        else ({}, 0, {}, _code_texts(course, exam, submissions, workdir, root)))
     code_max = sum(item.points for item in exam.exercises)
     results = []
+    shown = {student: shown_questions(course, exam, variants[student]) for student in students}
+    answers_of, verdicts_of = {}, {}
     for student in students:
         submission = submissions.get(student, ExamSubmission(student, None))
         answers, stamp, problems, error = _read_student(submission, exam, manifest, trust_file_times)
         problems = [*submission.problems, *code_problems.get(student, []), *problems]
-        verdicts = _grade_questions(shown_questions(course, exam, variants[student]), keys[student], answers)
+        verdicts = _grade_questions(shown[student], keys[student], answers)
         submitted = submission.entry is not None and submission.handed_in
+        if submitted and not error and answers:
+            answers_of[student], verdicts_of[student] = answers, verdicts
         result = ExamResult(student, dict(variants[student].sizes), verdicts, code.get(student, {}),
                             assess(exam, stamp, extra.get(student, 0.0)), problems,
                             code_graded=code_graded, code_max=code_max, submitted=submitted, error=error)
@@ -214,4 +276,6 @@ def grade_exam(course: Course, exam: Exam, submissions_dir: Path, *, secret: byt
             record_total(gradebook, course, exam, result, variants[student])
         if on_result is not None:
             on_result(result)
-    return ExamRun(exam, results, code_graded=code_graded, problems=run_problems, resumed=resumed)
+    copying = _copy_signs(course, exam, keys, shown, answers_of, verdicts_of, texts, root)
+    return ExamRun(exam, results, code_graded=code_graded, problems=run_problems + copying.problems(),
+                   resumed=resumed, copying=copying)

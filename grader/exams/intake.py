@@ -4,10 +4,14 @@ files: every fault becomes that student's problem or refusal.
 
 Sources (``SUBMISSIONS/<student>/`` or ``SUBMISSIONS/<student>.zip``):
 
-- **One source per student.** A folder and a zip of the same student are
-  refused (neither is graded, the reason says so): merging them mixed the
-  answers of one with the time of the other, and picking one silently could
-  grade the copy the student did not mean.
+- **One source per student.** A folder and a zip of the same student (a
+  ``.zip`` in any case) are refused (neither is graded, the reason says so):
+  merging them mixed the answers of one with the time of the other, and
+  picking one silently could grade the copy the student did not mean. A zip
+  inside a folder is never unpacked and is named; exam files beside
+  nbgrader's own folder are named, not read. A source is timed as itself
+  (grader/exams/timing.py): a zip by the manifest (or its own file time),
+  never by a ``timestamp.txt`` or ``.submission.json`` it carries.
 - **The exam's own folder**, first match wins:
   1. nbgrader's ``<exam>-<student>/`` inside the source (the layout
      ``nbgrader collect`` writes); a student holding only someone else's
@@ -105,8 +109,12 @@ def _exam_folder(root: Path, submission: ExamSubmission, course: Course, exam: E
     """Set ``submission.tree`` to the exam's own folder inside ``root`` (see the module's rules)."""
     exercises = [course.exercise(item.id) for item in exam.exercises]
     own = root / assignment_name(exam.id, submission.student)
+    _name_zips(root, submission)
     if _is_dir(own):
         submission.tree, submission.nbgrader = own, True
+        if _holds_exam(root, exercises, exercises_count=True):
+            submission.problems.append(f"also holds exam files outside {own.name}/: not read (only nbgrader's "
+                                       f"{own.name}/ is graded, with its own time)")
         return
     children = _folders(root)
     others = [p for p in children if p.name.startswith(f"{exam.id}{SEPARATOR}")]
@@ -135,6 +143,20 @@ def _exam_folder(root: Path, submission: ExamSubmission, course: Course, exam: E
                                    + (f" (other folders not read: {', '.join(ignored)})" if ignored else ""))
 
 
+def _name_zips(root: Path, submission: ExamSubmission) -> None:
+    """A zip inside a submission is another source (a later upload, say): it
+    is never unpacked, and the instructor is told, not left to find out."""
+    try:
+        with os.scandir(root) as it:
+            zips = sorted(e.name for e in it if e.name.lower().endswith(".zip") and not e.name.startswith("."))
+    except OSError:
+        return
+    if zips:
+        shown = ", ".join(visible(name, 40) for name in zips[:5]) + (f" and {len(zips) - 5} more" if len(zips) > 5 else "")
+        submission.problems.append(f"holds {shown}: a zip inside a submission is not unpacked, its answers are not "
+                                   "graded (hand in one folder or one zip)")
+
+
 def _unpack(entry: Path, target: Path, submission: ExamSubmission) -> Path | None:
     from grader.intake.submissions import unpack_zip
 
@@ -154,7 +176,7 @@ def _prepare_source(entry: Path, submission: ExamSubmission, workdir: Path, cour
         return
     if stat.S_ISDIR(info.st_mode):
         root = entry
-    elif stat.S_ISREG(info.st_mode) and entry.suffix == ".zip":
+    elif stat.S_ISREG(info.st_mode) and entry.suffix.lower() == ".zip":
         root = _unpack(entry, workdir / "exam-unpacked" / submission.student, submission)
         if root is None:
             return
@@ -173,7 +195,8 @@ def collect_exam(submissions_dir: Path, workdir: Path, course: Course, exam: Exa
     with os.scandir(submissions_dir) as it:
         names = sorted(e.name for e in it if not e.name.startswith("."))
     for name in names:
-        student = name.removesuffix(".zip")
+        # Any case of ".zip", as homework's intake: s001/ and s001.ZIP are one student's two sources.
+        student = name[:-4] if name.lower().endswith(".zip") else name
         if STUDENT_ID_RE.match(student):
             by_student.setdefault(student, []).append(submissions_dir / name)
         else:
@@ -182,7 +205,7 @@ def collect_exam(submissions_dir: Path, workdir: Path, course: Course, exam: Exa
     for student, entries in by_student.items():
         submission = found[student] = ExamSubmission(student, entries[0])
         if len(entries) > 1:
-            submission.refused = (f"two sources ({', '.join(e.name + ('/' if e.suffix != '.zip' else '') for e in entries)}): "
+            submission.refused = (f"two sources ({', '.join(visible(e.name, 80) + ('/' if _is_dir(e) else '') for e in entries)}): "
                                   "one student hands in one folder or one zip; neither graded")
             continue
         try:

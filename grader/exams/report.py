@@ -4,7 +4,9 @@ and ``report.html`` (the exam's class overview: scores, lateness, questions
 most missed, checks most failed).
 
 Answer keys appear in results.json (the instructor's file) but the HTML
-shows questions and rates only, so it can be shared with the class.
+shows questions and rates only. The HTML's "Signs of copying"
+(grader/exams/copying.py) names students: it is the instructor's, like the
+scores.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from grader.report.exports import points_text
 
 def write_results_json(run: ExamRun, path: Path) -> None:
     data = {"exam": run.exam.id, "code_graded": run.code_graded, "problems": run.problems,
-            "results": [r.to_dict() for r in run.results]}
+            "copying": run.copying.to_dict(), "results": [r.to_dict() for r in run.results]}
     path.write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
 
 

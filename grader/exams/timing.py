@@ -12,6 +12,9 @@ which one was used, so the instructor knows how far to trust it):
 3. ``nbgrader``: ``timestamp.txt`` in nbgrader's collected assignment folder
    (``submitted/<student>/<exam>-<student>/``), written by ``nbgrader submit``:
    the time nbgrader itself judges lateness by.
+   Only in a collected folder: a zip carrying it (an earlier folder's
+   on-time stamp zipped with later answers, say) is timed as itself, by the
+   manifest or its own file time, and the record is named as not used.
 4. ``mtime``: the newest modification time of the student's files (a folder)
    or of the archive (a zip), only when the instructor asks for it
    (``grader exam grade --trust-file-times``): the student sets those times.
@@ -177,6 +180,15 @@ def find_stamp(entry: Path, student: str, exam: Exam, manifest: dict[str, Stamp]
         return Stamp(None, None, "none"), f"file times unusable: {exc}; lateness unknown"
     except OSError as exc:
         return Stamp(None, None, "none"), f"file times unreadable ({type(exc).__name__}); lateness unknown"
+
+
+def carried_records(tree: Path, archive: str) -> list[str]:
+    """What to say of time records inside a zip (``tree``, its exam folder
+    unpacked): they are not used, since whoever made the zip wrote or copied
+    them; the zip's time is the manifest's (or its own file time)."""
+    carried = [name for name in (METADATA_FILE, NBGRADER_TIMESTAMP) if os.path.lexists(tree / name)]
+    return [f"{name} inside {archive} not used: a zip is timed by --timestamps (or its own file time), "
+            "not by a record it carries" for name in carried]
 
 
 def deadline(exam: Exam, stamp: Stamp, extra_min: float = 0.0) -> datetime | None:

@@ -9,6 +9,18 @@ exercises' references that part-B folders ship, is boilerplate: its
 fingerprints are removed before two submissions are compared, so two
 students who left the same docstrings are not alike for that.
 
+Dead code is removed before fingerprinting (grader/report/dead_code.py):
+stores nothing reads, blocks that never run, statements after a return, so
+a copy padded between its own lines still matches.
+
+A pair is judged on the larger of its two shares (how much of each one's
+own code the other holds): a copy padded with dead code holds all of the
+original while the original covers little of it (100 % one way, 48 % the
+other), and one side held whole in the other is the strongest sign there
+is. Both shares are shown. Independent correct solutions share far less
+either way (tests/test_similarity.py: the accuracy corpus's ``ok_*`` files
+against the references, at most 63 %).
+
 Short submissions say little: the obvious five lines of a softmax are the
 same for every careful student. A submission with fewer than
 ``min_fingerprints`` fingerprints of its own (after boilerplate) is listed
@@ -26,6 +38,8 @@ import sys
 import types
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+
+from grader.report.dead_code import without_dead_code
 
 
 def _import_copydetect():
@@ -81,9 +95,16 @@ class SimilarPair:
 
     @property
     def similarity(self) -> float:
-        """The smaller share: a long submission that contains a short one
-        whole is not, by that alone, a copy of it."""
-        return min(self.first_covered, self.second_covered)
+        """The larger share: code held whole in the other's is flagged even
+        when the other pads it with code of its own (see the module's docstring)."""
+        return alikeness((self.first_covered, self.second_covered))[0]
+
+
+def alikeness(shares: Iterable[float]) -> tuple[float, float]:
+    """How alike a pair is, for the threshold and the order of the list: its
+    larger share, then its smaller (full copies before containments)."""
+    ordered = sorted(shares)
+    return ordered[-1], ordered[0]
 
 
 @dataclass(frozen=True)
@@ -98,8 +119,10 @@ class SimilarityReport:
 def _fingerprint(source: str, boilerplate: list[int]) -> CodeFingerprint:
     # fp= keeps copydetect off the filesystem; language= names the lexer
     # (found by file name, pygments first scans every lexer: 0.1 s a run).
+    # Dead code goes first (grader/report/dead_code.py): lines that never run,
+    # put between a copy's statements, would break every k-gram they cross.
     return CodeFingerprint("submission.py", NOISE_T, GUARANTEE_T - NOISE_T + 1, boilerplate=boilerplate,
-                           language="python", fp=io.StringIO(source))
+                           language="python", fp=io.StringIO(without_dead_code(source)))
 
 
 def boilerplate_hashes(sources: Iterable[str]) -> list[int]:
@@ -148,7 +171,7 @@ def _alike_texts(prints: dict[str, CodeFingerprint], threshold: float) -> list[t
         for second_text in texts[i:]:
             _, (first_covered, second_covered), _ = compare_files(prints[first_text], prints[second_text])
             covered = {first_text: float(first_covered), second_text: float(second_covered)}
-            if min(covered.values()) >= threshold:
+            if alikeness(covered.values())[0] >= threshold:
                 alike.append((first_text, second_text, covered))
     return alike
 
@@ -160,15 +183,18 @@ def _student_pairs(exercise: str, alike: list[tuple[str, str, dict[str, float]]]
                    sources: Mapping[str, str], limit: int | None) -> tuple[list[SimilarPair], int]:
     """The students' pairs of ``alike`` texts, most alike first, at most
     ``limit`` of them, and how many there are in all (counted, not listed).
-    A pair's similarity is its texts' (the smaller share), so the pairs are
-    made one similarity at a time, from the highest, until the limit is met."""
+    A pair's alikeness is its texts' (:func:`alikeness`), so the pairs are
+    made one alikeness at a time, from the highest, until the limit is met."""
     def count(first_text: str, second_text: str) -> int:
         n, m = len(by_text[first_text]), len(by_text[second_text])
         return n * (n - 1) // 2 if first_text == second_text else n * m
 
     total = sum(count(a, b) for a, b, _ in alike)
     listed: list[SimilarPair] = []
-    for _, level in itertools.groupby(sorted(alike, key=lambda t: -min(t[2].values())), key=lambda t: min(t[2].values())):
+    def level_of(t: tuple[str, str, dict[str, float]]) -> tuple[float, float]:
+        return alikeness(t[2].values())
+
+    for _, level in itertools.groupby(sorted(alike, key=level_of, reverse=True), key=level_of):
         if limit is not None and len(listed) >= limit:
             break
         names = []  # (first, second, covered): a level of near-copies holds thousands; only the first are made

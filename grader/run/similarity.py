@@ -99,13 +99,15 @@ def run_similarity(submissions: Path, exercise_ids: list[str], threshold: float,
     reports = class_similarity(course, chosen, submissions, threshold, root=course_path.resolve().parent)
     console = Console(highlight=False)
     for report in reports:
-        line = f"{report.exercise}: {len(report.pairs)} pair(s) at or above {threshold:.0%} of {len(report.compared)} compared"
+        line = (f"{report.exercise}: {len(report.pairs)} pair(s) at or above {threshold:.0%} either way "
+                f"of {len(report.compared)} compared")
         if report.too_short:
             line += f"; {len(report.too_short)} too short to judge"
         console.print(line)
         for pair in report.pairs:
+            # Both shares: 100 % one way and little the other is a copy padded with code of its own.
             console.print(f"  {escape(repr(pair.first))} ~ {escape(repr(pair.second))}: {pair.first_covered:.0%} / "
-                          f"{pair.second_covered:.0%}")
+                          f"{pair.second_covered:.0%} of each one's own code found in the other")
     if json_out is not None:
         write_json(reports, json_out)
         console.print(f"{json_out}: written")

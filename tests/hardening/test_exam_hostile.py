@@ -360,6 +360,83 @@ def test_a_folder_and_a_zip_of_one_student_are_refused(course, midterm, tmp_path
     assert results["s002"].status == "graded" and any(v.answered for v in results["s002"].questions)
 
 
+@pytest.mark.parametrize("suffix", [".ZIP", ".Zip"])
+def test_a_folder_and_a_zip_of_any_case_are_one_student_refused(course, midterm, tmp_path, suffix):
+    """As homework groups them (grader/intake/submissions.py): s001/ and
+    s001.ZIP are one student's two sources, not a second student."""
+    import zipfile
+
+    subs = tmp_path / "subs"
+    _exam_files(subs / "s001", "sqrt-dk-why: a\n")
+    with zipfile.ZipFile(subs / f"s001{suffix}", "w") as zf:
+        zf.writestr("answers.yaml", "sqrt-dk-why: b\n")
+    run = grade_exam(course, midterm, subs, secret=SECRET, root=REPO_ROOT, workdir=tmp_path / "w")
+    (refused,) = run.results
+    assert refused.student == "s001" and refused.status == "unreadable" and "two sources" in refused.error
+    assert f"s001{suffix}" in refused.error and all(not v.answered for v in refused.questions)
+
+
+def _zip_of(folder: Path, archive: Path) -> None:
+    import zipfile
+
+    with zipfile.ZipFile(archive, "w") as zf:
+        for path in sorted(folder.rglob("*")):
+            zf.write(path, path.relative_to(folder.parent).as_posix() if folder.name.startswith("midterm-")
+                     else path.relative_to(folder).as_posix())
+
+
+@pytest.mark.parametrize("record", ["nbgrader", "metadata"])
+def test_a_later_zip_is_timed_as_itself_not_by_the_record_it_carries(course, midterm, tmp_path, record):
+    """A collected folder's on-time record, zipped with other answers and
+    handed in later: the zip's answers are graded, and its time is the
+    zip's own (the manifest's, here none: lateness unknown), never the
+    record it carries. With the manifest, the manifest's time."""
+    on_time = midterm.starts_at + timedelta(minutes=30)
+    collected = tmp_path / "collected" / ("midterm-s001" if record == "nbgrader" else "s001")
+    _exam_files(collected, "sqrt-dk-why: b\n")
+    if record == "nbgrader":
+        (collected / NBGRADER_TIMESTAMP).write_text(on_time.astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC"))
+    else:
+        (collected / ".submission.json").write_text(json.dumps({"submitted_at": on_time.isoformat()}))
+    subs = tmp_path / "subs"
+    subs.mkdir()
+    _zip_of(collected, subs / "s001.zip")
+    run = grade_exam(course, midterm, subs, secret=SECRET, root=REPO_ROOT, workdir=tmp_path / "w")
+    (result,) = run.results
+    assert result.status == "graded" and any(v.answered for v in result.questions)
+    assert not result.lateness.known and result.lateness.source == "none", result.lateness
+    assert any("s001.zip" in p and "not used" in p for p in result.problems), result.problems
+    late = Stamp(midterm.starts_at + timedelta(hours=5), None, "manifest")
+    run = grade_exam(course, midterm, subs, secret=SECRET, root=REPO_ROOT, workdir=tmp_path / "w2",
+                     manifest={"s001": late})
+    assert run.results[0].lateness.source == "manifest" and run.results[0].lateness.flagged
+
+
+def test_a_zip_inside_a_collected_folder_is_named_not_ignored(course, midterm, tmp_path):
+    import zipfile
+
+    subs = tmp_path / "subs"
+    _exam_files(subs / "s001", "sqrt-dk-why: a\n")
+    with zipfile.ZipFile(subs / "s001" / "midterm.zip", "w") as zf:
+        zf.writestr("answers.yaml", "sqrt-dk-why: b\n")
+    (subs / "s002").mkdir()
+    with zipfile.ZipFile(subs / "s002" / "s002.zip", "w") as zf:
+        zf.writestr("answers.yaml", "sqrt-dk-why: b\n")
+    found, _ = _collect(course, midterm, subs, tmp_path)
+    assert found["s001"].tree == subs / "s001"
+    assert any("midterm.zip" in p and "not unpacked" in p for p in found["s001"].problems), found["s001"].problems
+    assert found["s002"].tree is None and any("s002.zip" in p for p in found["s002"].problems)
+
+
+def test_exam_files_beside_the_nbgrader_folder_are_named_not_read(course, midterm, tmp_path):
+    subs = tmp_path / "subs"
+    _exam_files(subs / "s001" / "midterm-s001", "sqrt-dk-why: a\n")
+    _exam_files(subs / "s001", "sqrt-dk-why: b\n")
+    found, _ = _collect(course, midterm, subs, tmp_path)
+    assert found["s001"].tree == subs / "s001" / "midterm-s001"
+    assert any("outside midterm-s001/" in p for p in found["s001"].problems), found["s001"].problems
+
+
 @pytest.mark.parametrize("name", ["[red]boom[/red]", "bad\x1b[2Jname", "a b", "..hidden"])
 def test_an_entry_that_names_no_student_is_named_escaped(course, midterm, tmp_path, name):
     subs = tmp_path / "subs"
