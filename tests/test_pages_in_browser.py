@@ -134,7 +134,7 @@ def test_a_page_alone_renders_offline_with_every_section_and_figure(browser, pag
         assert all(w > 0 and h > 0 for w, h in sizes), sizes
         # The contents reach every section, and each link lands on its section.
         links = page.eval_on_selector_all("nav a[href^='#']", "els => els.map(e => e.getAttribute('href'))")
-        sections = page.eval_on_selector_all("details[id]", "els => els.map(e => '#' + e.id)")
+        sections = page.eval_on_selector_all("details[id], section[id]", "els => els.map(e => '#' + e.id)")
         assert set(sections) <= set(links), f"sections without a link: {set(sections) - set(links)}"
         for link in links:
             page.click(f"nav a[href='{link}']")
