@@ -191,7 +191,8 @@ def answers_template(exam: Exam, variant: Variant, shown: list[ShownQuestion]) -
              "# choice 选择: b    numbers 数字: 0.25 or 1/4    shapes 形状: [2, 3, 4]    short 简答: a word 一个词",
              "# a number may have thousands separators, the question's unit, ≈ or ~ in front, % for a probability:",
              "# 数字可以带千位分隔符、题目中的单位、前面的 ≈ 或 ~，概率可以写成百分数:"
-             " 8,000  8 000  12,288 bytes  768 B  4,160 个  ≈0.3599  35.99%", ""]
+             " 8,000  8 000  12,288 bytes  768 B  4,160 个  ≈0.3599  35.99%",
+             "# an answer the grader cannot read is read by your instructor. 评分程序读不懂的答案由教师阅读。", ""]
     lines += [f"{q.id}:    # {q.number}" for q in shown]
     return "\n".join(lines) + "\n"
 
