@@ -333,3 +333,29 @@ def test_every_computed_answer_of_the_bank_runs_on_the_references(course):
         assert k["dropout-train-scale"].value == pytest.approx(1 / (1 - v.params["dropout-train-scale"]["p"]), rel=1e-5)
         assert k["attention-output-shape"].value == (s["batch"], s["seq_len"], d)
         assert k["wrapper-parameters"].value == s["heads"] * 3 * d * s["head_dim"]
+
+
+def _choice_texts(question) -> tuple[set[str], set[str]]:
+    """(correct, wrong) choice texts of a choice question, spacing and case aside."""
+    def canon(choice) -> str:
+        text = choice.text if isinstance(choice.text, str) else choice.text.en
+        return "".join(text.split()).casefold()
+    return ({canon(c) for c in question.choices if c.correct}, {canon(c) for c in question.choices if not c.correct})
+
+
+def answer_each_other(first, second) -> bool:
+    """Each question offers the other's key among its wrong choices: a
+    student who reads both can answer both (mirror choice lists)."""
+    if first.kind != "choice" or second.kind != "choice":
+        return False
+    right_1, wrong_1 = _choice_texts(first)
+    right_2, wrong_2 = _choice_texts(second)
+    return bool(right_1 & wrong_2) and bool(right_2 & wrong_1)
+
+
+def test_no_exam_holds_two_questions_that_answer_each_other(course):
+    pairs = [(exam.id, a, b) for exam in course.exams for i, a in enumerate(exam.questions)
+             for b in exam.questions[i + 1:] if answer_each_other(course.question(a), course.question(b))]
+    assert pairs == []
+    # The rule can fail: the two norm questions mirror each other, and so may never share an exam.
+    assert answer_each_other(course.question("post-norm"), course.question("prenorm-block"))

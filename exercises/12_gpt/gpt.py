@@ -51,6 +51,13 @@ class GPT(nn.Module):
         final_norm: nn.LayerNorm(d_model)
         head:       nn.Linear(d_model, vocab_size, bias=False); when
                     tie_weights, head.weight IS tok_emb.weight (one Parameter)
+
+        Then, last, initialise as GPT-2: tok_emb.weight and pos_emb.weight
+        from N(0, 0.02) (nn.init.normal_(w, mean=0.0, std=0.02)), and
+        head.weight too when it is not tied. With nn.Embedding's N(0, 1) a
+        tied head's logits start about sqrt(d_model) large; at 0.02 the
+        untrained model's first loss is about log(vocab_size), the check
+        to run (README.md, section 'The initialisation').
         """
         super().__init__()
         raise NotImplementedError("GPT.__init__: see README.md, section 'What to write'")

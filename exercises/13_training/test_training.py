@@ -201,3 +201,22 @@ def test_generate_feeds_at_most_the_context(student):
     # 3 prompt tokens and 6 new ones with a context of 5: the windows grow
     # to 5 tokens, then slide (the last 5 tokens).
     expect_sample(student, vocab=9, context=5, seed=12, n=3, new=6, temperature=1.0, top_k=None)
+
+
+@pytest.mark.parametrize("temperature", [0.0, -1.0])
+def test_generate_refuses_a_temperature_that_is_not_positive(student, temperature):
+    # logits / 0 is inf or NaN: T must be > 0 (T -> 0 is the argmax, which
+    # a caller asks for by top_k=1, not by dividing by zero).
+    model = sampling.ScriptedLM(7, 8, seed=13)
+    idx = torch.zeros(1, 2, dtype=torch.long)
+    try:
+        student.generate(model, idx, 2, temperature=temperature, generator=torch.Generator().manual_seed(0))
+        raised = "nothing"
+    except ValueError:
+        raised = "ValueError"
+    except NotImplementedError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - what the student's code raised, named in the failure
+        raised = type(exc).__name__
+    expect.equal(raised, "ValueError",
+                 what=f"generate(model, idx, 2, temperature={temperature}): the exception raised (T must be > 0)")

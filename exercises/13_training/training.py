@@ -59,5 +59,8 @@ def generate(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, temperatu
     (b, n + max_new_tokens). Evaluation mode, no gradients; at each step the
     last model.context_length tokens go in, the last position's logits are
     divided by temperature, only the top_k largest kept (when top_k is not
-    None), and torch.multinomial draws the next token from their softmax."""
+    None), and torch.multinomial draws the next token from their softmax
+    (with `generator`, so that a seeded generator gives the same tokens).
+    temperature must be > 0: raise ValueError for temperature <= 0 (a
+    division by 0 gives inf or NaN; the limit T -> 0 is the argmax, top_k=1)."""
     raise NotImplementedError("generate: see README.md, section 'Sampling'")

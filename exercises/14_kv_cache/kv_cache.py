@@ -24,7 +24,9 @@ class KVCache:
         raise NotImplementedError("KVCache.__init__: see README.md, section 'What to write'")
 
     def __len__(self) -> int:
-        """The number of positions cached (0 for a new cache)."""
+        """The number of positions cached (0 for a new cache). Read between
+        calls of forward_cached, when every layer holds the same positions,
+        so any layer's count will do."""
         raise NotImplementedError("KVCache.__len__: see README.md, section 'What to write'")
 
     def append(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -52,7 +54,8 @@ def forward_cached(model: GPT, idx: torch.Tensor, cache: KVCache,
 def generate_cached(model: GPT, idx: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
     """Greedy decoding with a cache: idx (b, n) -> (b, n + max_new_tokens),
     the same tokens as recomputing model(idx[:, -context_length:]) at every
-    step, also past context_length."""
+    step, also past context_length. Puts the model in eval mode itself, as
+    exercise 13's generate does."""
     raise NotImplementedError("generate_cached: see README.md, section 'At the context limit'")
 
 
@@ -62,5 +65,6 @@ def generate_batch(model: GPT, prompts: list[torch.Tensor], max_new_tokens: int,
     returns: one 1-D tensor per prompt, the prompt followed by its
              max_new_tokens greedy tokens, as if generated alone
     raises ValueError when the longest prompt + max_new_tokens > context_length
+    Puts the model in eval mode itself, as generate_cached does.
     """
     raise NotImplementedError("generate_batch: see README.md, section 'Batched generation'")

@@ -3,9 +3,15 @@
 Students write by hand, so reading is forgiving: letters in any case and with
 brackets (``B``, ``(b)``, ``b, d``), numbers as ``0.25``, ``1/4``, ``1e-3``
 or ``sqrt(2)/2``, shapes as ``[2, 4, 7, 8]`` or ``(2, 4, 7, 8)``, short answers
-with any case, spacing and full-width characters. A file that is not valid
-YAML is read line by line (``id: answer``) rather than rejected whole.
-Grading is all or nothing per question; the verdict says why.
+with any case, spacing and full-width characters. Where the key is ONE
+number, also as written in prose: thousands separators (``8,000``,
+``8 000``, ``8_000``), a unit the question names after it (``12,288 bytes``,
+``768 B``, ``4,160 parameters``, ``字节``, ``个``), a percent where it asks
+for a probability (``35.99%``) and a leading ``≈`` or ``~``. A file that is
+not valid YAML is read line by line (``id: answer``) rather than rejected whole.
+Grading is all or nothing per question; the verdict says why. An answer that
+cannot be read at all is not "wrong": its verdict has ``review`` set, and
+``grader exam grade`` lists it, with the text written, in ``review.csv``.
 """
 from __future__ import annotations
 
@@ -16,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 
 from grader.exams.answers_file import MAX_ANSWERS_BYTES, read_answers  # noqa: F401  (reading, with bounds)
 from grader.exams.expr import ExprError, Number, evaluate
-from grader.exams.normalise import normalise_short
+from grader.exams.normalise import allows_percent, normalise_short, single_number_text, units_named
 from grader.exams.questions import AnswerKey, ShownQuestion
 
 
@@ -32,6 +38,7 @@ class QuestionVerdict:
     expected: str        # the key, as shown to the instructor
     reason: str = ""
     picked: list[int] = field(default_factory=list)   # choice: the bank's indices of the letters given
+    review: bool = False  # unreadable: for the instructor to read (review.csv), never silently "wrong"
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -91,6 +98,22 @@ def parse_numbers(value: object) -> Number | list[Number] | None:
     return _number(text)
 
 
+def parse_single_number(value: object, *, units: tuple[str, ...] = (), percent: bool = False) -> Number | None:
+    """ONE number, for a key that is one number: as :func:`parse_numbers`
+    reads it, and also with thousands separators, a trailing unit among
+    ``units``, a percent (when ``percent``) or a leading ``≈``/``~``
+    (grader/exams/normalise.py). A list, or "8, 000", is None: not read."""
+    if isinstance(value, bool) or isinstance(value, (list, tuple)):
+        return None
+    if isinstance(value, (int, float)):
+        return _number(value)
+    read = single_number_text(_text(value), units=units, percent=percent)
+    if read is None:
+        return None
+    number = _number(read[0])
+    return None if number is None else number * read[1]
+
+
 def _close(given: Number, expected: Number, key: AnswerKey) -> bool:
     allowed = max(key.tolerance.abs, key.tolerance.rel * abs(expected), 1e-9 * max(1.0, abs(expected)))
     return abs(given - expected) <= allowed
@@ -108,21 +131,27 @@ def grade_one(shown: ShownQuestion, key: AnswerKey, raw: object) -> QuestionVerd
         by_letter = {c.letter: c.original for c in shown.choices}
         if letters is None or any(letter not in by_letter for letter in letters):
             verdict.reason = f"not a choice among {', '.join(by_letter)}"
+            verdict.review = True
             return verdict
         verdict.picked = sorted(by_letter[letter] for letter in letters)
         verdict.correct = tuple(letters) == tuple(sorted(key.letters))
         verdict.reason = "" if verdict.correct else "wrong choice"
     elif key.kind == "numeric":
-        number = parse_numbers(raw)
         expected = key.value
+        if isinstance(expected, tuple):
+            number = parse_numbers(raw)
+        else:
+            asked = f"{shown.en}\n{shown.zh}"
+            number = parse_single_number(raw, units=units_named(asked), percent=allows_percent(asked))
         if number is None:
             verdict.reason = "not a number" if not isinstance(expected, tuple) else "not a list of numbers"
+            verdict.review = True
         elif isinstance(expected, tuple):
             verdict.correct = (isinstance(number, list) and len(number) == len(expected)
                                and all(_close(g, e, key) for g, e in zip(number, expected)))
             verdict.reason = "" if verdict.correct else "wrong values"
         else:
-            verdict.correct = not isinstance(number, list) and _close(number, expected, key)
+            verdict.correct = _close(number, expected, key)
             verdict.reason = "" if verdict.correct else "wrong value"
     else:
         verdict.correct = normalize_short(raw) in {normalize_short(a) for a in key.accept}

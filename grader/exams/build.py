@@ -167,9 +167,16 @@ def readme(course: Course, exam: Exam, variant: Variant, entry: RosterEntry, sho
     return "\n".join(lines)
 
 
+# How a numeric answer may be written (grader/exams/answers.py reads each form).
+NUMBER_FORMS = ("number / 数字, e.g. `0.25`, `1/4`, `sqrt(2)/2`; a shape as a list / 形状写成列表, `[2, 3, 4]`. "
+                "One number may have thousands separators / 一个数可以带千位分隔符 (`8,000`, `8 000`), "
+                "the unit the question names / 题目中的单位 (`12,288 bytes`, `768 B`, `12,288 字节`, "
+                "`4,160 parameters`, `4,160 个`), `≈` or `~` in front / 前面的 `≈` 或 `~`, "
+                "and a probability may be a percent / 概率可以写成百分数 (`35.99%`)")
+
+
 def questions_markdown(exam: Exam, shown: list[ShownQuestion]) -> str:
-    how = {"choice": "one letter / 一个字母", "numeric": "number / 数字, e.g. `0.25`, `1/4`, `[2, 3, 4]`",
-           "short": "a word or two / 一两个词"}
+    how = {"choice": "one letter / 一个字母", "numeric": NUMBER_FORMS, "short": "a word or two / 一两个词"}
     lines = [f"# {exam.title.en} · {exam.title.zh}: questions / 问答题", ""]
     for q in shown:
         lines += [f"## {q.number}. `{q.id}` ({q.points:g} points / 分)", "", q.en, "", q.zh, ""]
@@ -181,7 +188,11 @@ def questions_markdown(exam: Exam, shown: list[ShownQuestion]) -> str:
 def answers_template(exam: Exam, variant: Variant, shown: list[ShownQuestion]) -> str:
     lines = [f"# {exam.title.en} · {exam.title.zh} · {variant.student}",
              "# Write each answer after its colon (see questions.md). 在冒号后写答案（见 questions.md）。",
-             "# choice 选择: b    numbers 数字: 0.25 or 1/4    shapes 形状: [2, 3, 4]    short 简答: a word 一个词", ""]
+             "# choice 选择: b    numbers 数字: 0.25 or 1/4    shapes 形状: [2, 3, 4]    short 简答: a word 一个词",
+             "# a number may have thousands separators, the question's unit, ≈ or ~ in front, % for a probability:",
+             "# 数字可以带千位分隔符、题目中的单位、前面的 ≈ 或 ~，概率可以写成百分数:"
+             " 8,000  8 000  12,288 bytes  768 B  4,160 个  ≈0.3599  35.99%",
+             "# an answer the grader cannot read is read by your instructor. 评分程序读不懂的答案由教师阅读。", ""]
     lines += [f"{q.id}:    # {q.number}" for q in shown]
     return "\n".join(lines) + "\n"
 

@@ -180,6 +180,14 @@ def _copy_signs(course: Course, exam: Exam, keys: dict, shown: dict, answers: di
     return CopySigns(key_matches(keys, shown, answers, verdicts), code, notes)
 
 
+def _shown_text(raw: object) -> str:
+    """What the student wrote, shortened, for the instructor's review list."""
+    try:
+        return str(raw)[:80]
+    except Exception:  # noqa: BLE001 - whatever the answer holds
+        return "?"
+
+
 def _grade_questions(shown: list, keys: dict, answers: dict) -> list[QuestionVerdict]:
     """grade_answers, one question at a time inside a boundary: an answer
     the grader cannot take costs that question, never the others."""
@@ -189,8 +197,9 @@ def _grade_questions(shown: list, keys: dict, answers: dict) -> list[QuestionVer
         try:
             verdicts.append(grade_one(question, key, answers.get(question.id)))
         except Exception:  # noqa: BLE001 - a student's answer, whatever it holds
-            verdicts.append(QuestionVerdict(key.question_id, key.kind, 0.0, key.points, False, True, "",
-                                            key.display(), reason="the answer cannot be read"))
+            verdicts.append(QuestionVerdict(key.question_id, key.kind, 0.0, key.points, False, True,
+                                            _shown_text(answers.get(question.id)), key.display(),
+                                            reason="the answer cannot be read", review=True))
     return verdicts
 
 

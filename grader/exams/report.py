@@ -1,6 +1,7 @@
 """What ``grader exam grade`` writes: ``results.json`` (every verdict),
-``grades.csv`` (one row per student), ``stats.json`` (grader/exams/stats.py)
-and ``report.html`` (the exam's class overview: scores, lateness, questions
+``grades.csv`` (one row per student), ``review.csv`` (the answers the
+grader could not read, with their text, for the instructor to read and
+regrade by hand), ``stats.json`` (grader/exams/stats.py) and ``report.html`` (the exam's class overview: scores, lateness, questions
 most missed, checks most failed).
 
 Answer keys appear in results.json (the instructor's file) but the HTML
@@ -56,6 +57,22 @@ def write_grades_csv(run: ExamRun, path: Path) -> None:
                              r.error or (r.lateness.note if r.submitted else "not handed in")])
 
 
+def review_rows(run: ExamRun) -> list[dict]:
+    """Every answer the grader could not read: who, which question, what
+    they wrote, the key and why."""
+    return [{"student": r.student, "question": v.question_id, "kind": v.kind, "given": v.given,
+             "expected": v.expected, "reason": v.reason, "points": f"{v.max_points:g}"}
+            for r in run.results for v in r.questions if getattr(v, "review", False)]
+
+
+def write_review_csv(run: ExamRun, path: Path) -> None:
+    """``review.csv``: :func:`review_rows`, with a header even when empty."""
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, ["student", "question", "kind", "given", "expected", "reason", "points"])
+        writer.writeheader()
+        writer.writerows(review_rows(run))
+
+
 def write_html(course: Course, run: ExamRun, stats: dict, path: Path) -> None:
     # The class report's templates and filters (grader/report/templates: base.html, exam*.html).
     from grader.report.html import environment
@@ -69,9 +86,10 @@ def write_exam_outputs(course: Course, run: ExamRun, out: Path) -> dict[str, Pat
     out.mkdir(parents=True, exist_ok=True)
     stats = exam_stats(course, run.exam, run.results)
     paths = {"results": out / "results.json", "grades": out / "grades.csv", "stats": out / "stats.json",
-             "report": out / "report.html"}
+             "report": out / "report.html", "review": out / "review.csv"}
     write_results_json(run, paths["results"])
     write_grades_csv(run, paths["grades"])
+    write_review_csv(run, paths["review"])
     paths["stats"].write_text(json.dumps(stats, indent=1, ensure_ascii=False), encoding="utf-8")
     write_html(course, run, stats, paths["report"])
     return paths

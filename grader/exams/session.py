@@ -97,6 +97,9 @@ def _summary(console: Console, run, paths: dict[str, Path], db: Path | None) -> 
                       "--timestamps gives them, grades.csv column lateness)")
     if unreadable:
         counts.append(f"{unreadable} unreadable (grades.csv column status)")
+    review = sum(getattr(v, "review", False) for r in run.results for v in r.questions)
+    if review:
+        counts.append(f"{review} answer(s) the grader could not read, to review by hand ({paths['review']})")
     resumed = f", {run.resumed} exercise result(s) already in {db}" if run.resumed else ""
     print(f"graded {len(run.results)} student(s) ({'answers and code' if run.code_graded else 'answers only'}), "
           f"{', '.join(counts)}{resumed}\nreport: {paths['report']}\ngrades: {paths['grades']}")

@@ -54,6 +54,15 @@ class GPT(nn.Module):
         if tie_weights:
             # One Parameter under two names: both uses add to its gradient.
             self.head.weight = self.tok_emb.weight
+        # GPT-2's initialisation, N(0, 0.02), not nn.Embedding's N(0, 1): the
+        # tied head multiplies a normalised vector (entries of size ~1) by
+        # these rows, so the logits' scale is the embedding's scale times
+        # sqrt(d_model). At 0.02 the untrained model's logits are near 0,
+        # its predictions near uniform and its first loss near log(vocab_size).
+        nn.init.normal_(self.tok_emb.weight, mean=0.0, std=0.02)
+        nn.init.normal_(self.pos_emb.weight, mean=0.0, std=0.02)
+        if not tie_weights:
+            nn.init.normal_(self.head.weight, mean=0.0, std=0.02)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         """idx (b, n) token ids, n <= context_length -> logits (b, n, vocab_size)."""

@@ -70,7 +70,10 @@ def train(model: nn.Module, optimizer: torch.optim.Optimizer, train_data: torch.
 @torch.no_grad()
 def generate(model: nn.Module, idx: torch.Tensor, max_new_tokens: int, temperature: float = 1.0,
              top_k: int | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
-    """idx (b, n) followed by max_new_tokens sampled tokens: (b, n + max_new_tokens)."""
+    """idx (b, n) followed by max_new_tokens sampled tokens: (b, n + max_new_tokens).
+    temperature must be > 0 (ValueError otherwise)."""
+    if not temperature > 0:            # also NaN: logits / 0 would be inf or NaN, not the argmax
+        raise ValueError(f"temperature must be > 0, got {temperature}; for the most likely token use top_k=1")
     model.eval()
     for _ in range(max_new_tokens):
         context = idx[:, -model.context_length:]          # the model knows no more positions

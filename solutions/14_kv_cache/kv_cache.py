@@ -89,6 +89,7 @@ def forward_cached(model: GPT, idx: torch.Tensor, cache: KVCache,
 def generate_cached(model: GPT, idx: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
     """Greedy decoding with a cache: idx (b, n) -> (b, n + max_new_tokens),
     the same tokens as recomputing model(idx[:, -context_length:]) at every step."""
+    model.eval()                         # generation is eval mode, whoever calls (as 13's generate)
     context = model.context_length
     cache = KVCache(len(model.blocks), context)
     logits = forward_cached(model, idx[:, -context:], cache)             # prefill
@@ -113,6 +114,7 @@ def generate_batch(model: GPT, prompts: list[torch.Tensor], max_new_tokens: int,
     padded with ``pad_id``: each prompt (1-D) followed by its new tokens,
     the same as generating it alone. Raises ValueError when the longest
     prompt plus max_new_tokens exceeds context_length."""
+    model.eval()
     longest = max(len(p) for p in prompts)
     if longest + max_new_tokens > model.context_length:
         raise ValueError(f"{longest} + {max_new_tokens} tokens: more than context_length={model.context_length}")
