@@ -232,11 +232,9 @@ class Judge:
             # keyed by content, so that accident would be kept by every rerun.
             # Once: a submission ended again keeps that result.
             run = self.sandbox.run(folder, exercise.module_name, plan.calls, check_batches(plan))
-        limits = getattr(self.sandbox, "limits", None)
-        if run.status == "tampered":
-            return _voided(exercise, plan, points, run, limits)
         # After the run: the first submissions run while the reference does.
         expected = self.expected(exercise, workdir)
+        limits = getattr(self.sandbox, "limits", None)
         verdicts: list[Verdict] = []
         detail = " ".join(run.reason.split())[:DETAIL_LIMIT] if run.status != "ok" else ""
         # Parsed only where it can matter: a call that raised AttributeError.
@@ -350,22 +348,6 @@ class Judge:
         return both(cause.en, cause.zh)
 
 
-TAMPERED = "the run tampered with the grader's result channel"
-
-
-def _voided(exercise: Exercise, plan: CheckPlan, points: dict[str, float], run: RunResult,
-            limits: object | None) -> ExerciseResult:
-    """A run whose frames the child's own sender cannot have written: every
-    check scores 0, those answered before the break too (what they got
-    back may be forged), and the cause is said once."""
-    verdicts = [Verdict(c.id, False, 0.0, points[c.id], c.message, TAMPERED, kind="tampered")
-                for c in plan.checks]
-    cause = run_cause(run.status, run.reason, limits=limits, where=_where(run, plan, exercise), problem=None,
-                      module=exercise.module)
-    detail = " ".join(run.reason.split())[:DETAIL_LIMIT]
-    return ExerciseResult(exercise.id, run.status, both(cause.en, cause.zh), verdicts, exercise.points, {}, detail)
-
-
 def _explain_by_confirmed(verdicts: list[Verdict]) -> None:
     """A check that one of the exercise's confirmed pitfalls might explain
     keeps only that one as possible: one mistake, named once, not a list."""
@@ -377,7 +359,7 @@ def _explain_by_confirmed(verdicts: list[Verdict]) -> None:
 
 
 # Failures that point at no mistake: a hint would be noise.
-NO_MISTAKE_TO_EXPLAIN = {"not_implemented", "not_run", "missing_name", "memory", "protocol"}
+NO_MISTAKE_TO_EXPLAIN = {"not_implemented", "not_run", "missing_name", "memory", "protocol", "tampered"}
 SOURCE_LIMIT = 4 << 20
 
 

@@ -8,16 +8,14 @@ grader writes the calls in batches (one check's calls, or a single call):
 the first batch only after ``imported``, each next one only after the
 previous batch's last result, and ``end`` after the last.
 
-The child's own code never breaks that order. So anything else (a forged,
-extra, repeated, missing or out-of-order frame, a header that does not
-parse, a bell word the child does not use, more than ``wire.MAX_TOTAL``
-bytes, the child's own report that its pipes were disturbed, or its
-``TAMPER_EXIT`` status) ends the run as ``tampered``: none of its calls'
-results is kept, whatever came before the break. A run that ends without
-``done`` in any other way (a crash, a limit) keeps the calls it finished, and
-its status says why it stopped. A stream cut in the middle of a frame is an
-end, not a message: the partial frame is dropped, and how the child ended
-says whose doing it was.
+The child's own sender (grader/sandbox/channel.py) never breaks that order,
+so anything else (a forged, extra, repeated, missing or out-of-order frame,
+a garbled header, a foreign bell word, more than ``wire.MAX_TOTAL`` bytes,
+the child's own report or exit status saying its channel was disturbed)
+ends the run as ``tampered``, keeping no call's result. A run that ends
+without ``done`` otherwise (a crash, a limit) keeps the calls it finished;
+a frame cut by that end is dropped, and how the child ended says whose
+doing it was.
 """
 from __future__ import annotations
 
@@ -27,6 +25,7 @@ import signal
 import time
 
 from grader.sandbox import wire
+from grader.sandbox.procstat import ends_within, oom_kill_count  # noqa: F401 - the client reads them here
 from grader.sandbox.model import CallResult, Limits, RunResult
 
 _TEXT_LIMIT = 500
@@ -138,8 +137,7 @@ class RunState:
             self.tampered = f"the bell rang more than {MAX_BELL_BYTES} times"
         elif data.translate(None, wire.BELL_WORDS):
             self.tampered = "something other than the child's sender wrote to the bell"
-        if not data:
-            self._bell_gone = True
+        self._bell_gone = self._bell_gone or not data
         return data[-1:] if data else None
 
     def _drain_results(self, fd: int) -> bool:
@@ -390,8 +388,7 @@ def _text(value: object, limit: int = _TEXT_LIMIT) -> str:
 
 
 def _tamper_exit(wait: dict | None) -> bool:
-    """The child ended with :data:`wire.TAMPER_EXIT`: its result pipe had been
-    replaced (or its code chose that status: it voids only its own run)."""
+    """Ended with :data:`wire.TAMPER_EXIT` (its own code choosing it voids only its own run)."""
     status = (wait or {}).get("status")
     return isinstance(status, int) and os.WIFEXITED(status) and os.WEXITSTATUS(status) == wire.TAMPER_EXIT
 
@@ -401,33 +398,3 @@ def _signame(sig: int) -> str:
         return signal.Signals(sig).name
     except ValueError:
         return "unknown"
-
-
-def oom_kill_count() -> int:
-    """The kernel's count of OOM kills since boot (``/proc/vmstat``, Linux
-    ≥ 4.13; global and cgroup OOM kills alike); 0 where unreadable."""
-    try:
-        with open("/proc/vmstat", "rb") as f:
-            for line in f:
-                if line.startswith(b"oom_kill "):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return 0
-
-
-def ends_within(pid: int, seconds: float) -> bool:
-    """Whether process ``pid`` (unreaped: the server reaps only when asked)
-    is a zombie within ``seconds``: it has ended, whatever ended it."""
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            return True  # gone (or no /proc to ask): not alive as far as we can see
-        if state in (b"Z", b"X"):
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.002)
