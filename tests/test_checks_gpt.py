@@ -15,6 +15,7 @@ import torch
 
 from coursekit.loader import load_module
 from coursekit.probes import gpt as probes
+from grader import gpt_oracle
 from grader.checks import CheckPlan
 from grader.checks import gpt as checks
 from grader.course import REPO_ROOT, load_course
@@ -125,16 +126,16 @@ def test_hidden_inputs_cover_what_the_checks_claim():
 
 
 def test_the_oracle_is_the_reference(reference):
-    # The public tests' oracle (PyTorch's pre-norm layer) and the reference agree,
+    # The trusted side's oracle (PyTorch's pre-norm layer) and the reference agree,
     # and the oracle's arrangements for naming mistakes really are other blocks.
     config = {"vocab_size": 9, "context_length": 5, "d_model": 6, "num_heads": 2, "num_layers": 2, "qkv_bias": True}
     idx = torch.randint(0, 9, (2, 4), generator=torch.Generator().manual_seed(0))
     got = probes.logits(reference, config, 3, idx)["logits"]
-    assert torch.allclose(got, probes.oracle_logits(config, probes.gpt_weights(config, 3), idx), atol=1e-5)
+    assert torch.allclose(got, gpt_oracle.oracle_logits(config, probes.gpt_weights(config, 3), idx), atol=1e-5)
     x = torch.randn(2, 4, 6, generator=torch.Generator().manual_seed(1))
     block = {"d_model": 6, "num_heads": 2, "context_length": 5, "qkv_bias": True}
     weights = probes.block_weights(block, 4)
-    outs = {a: probes.oracle_block(block, weights, x, a) for a in ("pre-norm", "post-norm", "residual-after-norm")}
+    outs = {a: gpt_oracle.oracle_block(block, weights, x, a) for a in ("pre-norm", "post-norm", "residual-after-norm")}
     assert torch.allclose(probes.block_output(reference, block, 4, x)["output"], outs["pre-norm"], atol=1e-5)
     assert not torch.allclose(outs["pre-norm"], outs["post-norm"], atol=1e-3)
     assert not torch.allclose(outs["post-norm"], outs["residual-after-norm"], atol=1e-3)
