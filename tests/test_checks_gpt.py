@@ -18,6 +18,7 @@ from coursekit.probes import gpt as probes
 from grader import gpt_oracle
 from grader.checks import CheckPlan
 from grader.checks import gpt as checks
+from grader.checks.forbidden import unwrapped
 from grader.course import REPO_ROOT, load_course
 from grader.intake.submissions import assemble
 from probecalls import same
@@ -109,19 +110,24 @@ def test_plan_is_deterministic():
     assert all(same(a.kwargs, b.kwargs) for a, b in zip(PLAN.calls, again.calls))
 
 
+def _kwargs(check_id: str) -> list[dict]:
+    """The hidden inputs of a check's calls (each recorded: see forbidden.observed)."""
+    return [unwrapped(c).kwargs for c in PLAN.calls[PLAN.slices[check_id]]]
+
+
 def test_hidden_inputs_cover_what_the_checks_claim():
-    full = [c.kwargs for c in PLAN.calls[PLAN.slices["12-logits"]]]
+    full = _kwargs("12-logits")
     assert any(k["idx"].size(0) == 1 for k in full)
     assert all(k["idx"].size(1) == k["config"]["context_length"] for k in full)
     assert {k["config"]["tie_weights"] for k in full} == {True, False}
     assert {k["config"]["qkv_bias"] for k in full} == {True, False}
     assert len({k["config"]["num_heads"] for k in full}) >= 3
     assert len({k["config"]["num_layers"] for k in full}) >= 2
-    short = [c.kwargs for c in PLAN.calls[PLAN.slices["12-short-inputs"]]]
+    short = _kwargs("12-short-inputs")
     assert all(k["idx"].size(1) < k["config"]["context_length"] for k in short)
-    blocks = [c.kwargs for c in PLAN.calls[PLAN.slices["12-block"]]]
+    blocks = _kwargs("12-block")
     assert any(k["x"].size(1) < k["config"]["context_length"] for k in blocks)
-    tying = [c.kwargs["config"]["tie_weights"] for c in PLAN.calls[PLAN.slices["12-tying"]]]
+    tying = [k["config"]["tie_weights"] for k in _kwargs("12-tying")]
     assert True in tying and False in tying
 
 

@@ -14,7 +14,7 @@ from dataclasses import replace
 import torch
 
 from grader.checks import (FUSED_ATTENTION, Check, Figure, all_of, error_type_equal, no_forbidden_calls, observing,
-                           plain_equal, tensor_dicts_close, tensors_close, text)
+                           plain_equal, requiring, tensor_dicts_close, tensors_close, text)
 from grader.checks.devices import device_check, placement_agrees
 from grader.sandbox import ProbeCall
 
@@ -281,6 +281,9 @@ CHECKS = [
             compare=all_of(placement_agrees, plain_equal("hidden_lists", reason="sub-modules kept in a plain Python list"))),
     no_forbidden_calls("12", requires=("12-logits",), kernels=(FUSED_ATTENTION,)),
 ]
+# Structure and devices can be right in a model whose forward is someone
+# else's (PyTorch's layers, holding its weights): they pay once the logits do.
+CHECKS = requiring(CHECKS, {"12-structure": ("12-logits",), "12-device": ("12-logits",)})
 # Every call recorded (grader/checks/forbidden.py): PyTorch's fused or
 # whole-layer attention (scaled_dot_product_attention, nn.MultiheadAttention,
 # F.multi_head_attention_forward, nn.TransformerEncoderLayer) in any of them
