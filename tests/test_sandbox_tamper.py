@@ -32,6 +32,11 @@ def forge_through_the_sender():
     child._channel.send({"kind": "result", "i": 1}, wire.dumps(2))
     return 1
 
+def forge_through_send_as_in_the_issue():
+    """The issue's attack: the result frame through child._send, then the real one."""
+    child._send({"kind": "result", "i": 1}, wire.dumps(2))
+    return 1
+
 def forge_and_rebind_the_sender():
     """Rebinding the sender's names does not reach the serve loop's own copy."""
     child._channel.send({"kind": "result", "i": 1}, wire.dumps(2))
@@ -90,7 +95,7 @@ def closes_the_result_pipe():
     return 1
 '''
 
-ATTACK_NAMES = ["forge_through_the_sender", "forge_and_rebind_the_sender", "forge_numbered_then_swallow_by_fd",
+ATTACK_NAMES = ["forge_through_the_sender", "forge_through_send_as_in_the_issue", "forge_and_rebind_the_sender", "forge_numbered_then_swallow_by_fd",
                 "forge_numbered_then_swallow_by_defaults", "forge_numbered_then_swallow_by_code", "extra_frame",
                 "ahead_of_its_turn", "numbered_twice", "unnumbered", "closes_the_result_pipe"]
 
