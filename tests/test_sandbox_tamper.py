@@ -220,3 +220,18 @@ def test_the_judge_keeps_no_point_of_a_tampered_run(course, judge, tmp_path):
     honest = FORGING_SOFTMAX.replace("CALLS[0] == 6", "False")
     (folder / exercise.module).write_text(honest)
     assert judge.grade(exercise, folder, tmp_path / "work2").points > 0  # the same code, untampered, scores
+
+
+def test_the_child_s_own_sender_never_passes_the_run_s_budget():
+    """The grader reads a stream past wire.MAX_TOTAL as tampering, so the
+    child's own code must refuse a result that would take it there: that
+    call fails (as a result too large does), the run goes on."""
+    import torch
+
+    from grader.sandbox import child
+
+    header, payload = child._call(0, lambda module: torch.zeros(8), None, {},
+                                  _state={"total": wire.MAX_TOTAL - child._RESERVE})
+    assert (header["kind"], header["error_type"], payload) == ("error", "ProtocolError", b"")
+    header, payload = child._call(0, lambda module: torch.zeros(8), None, {}, _state={"total": 0})
+    assert header == {"kind": "result", "i": 0} and wire.loads(payload).shape == (8,)
