@@ -21,6 +21,7 @@ from grader.sandbox import CallResult, ProbeCall, RunResult
 NOT_IMPLEMENTED = "not implemented yet"
 NOT_RUN = "could not run (see the exercise's note)"
 DETAIL_LIMIT = 300
+TAMPERED = "the run tampered with the grader's result channel: nothing it sent back counts"
 
 
 @dataclass(frozen=True)
@@ -81,7 +82,11 @@ def check_failure(check: Check, calls: slice, run: RunResult, expected: RunResul
                   limits: object | None = None, inputs: Sequence[ProbeCall] = ()) -> Failure | None:
     """:func:`first_failure`, then the check's rule on the submitted bytes
     (read by the grader, never by the student's process), then its rule on
-    the whole run (``inputs``: every call of the plan)."""
+    the whole run (``inputs``: every call of the plan). A ``tampered`` run
+    fails every check, those without calls and those answered before the
+    break too: nothing it sent back is kept (grader/sandbox/runstate.py)."""
+    if run.status == "tampered":
+        return Failure("tampered", TAMPERED)
     failure = first_failure(check, calls, run, expected, limits, inputs)
     if failure is None and check.source_rule is not None and source is not None:
         if (reason := check.source_rule(source)) is not None:

@@ -36,7 +36,10 @@ STATUSES: dict[str, Text] = {
     "crashed": Text(en="crashed", zh="崩溃"),
     "memory": Text(en="ran out of memory", zh="内存不足"),
     "output_limit": Text(en="printed too much", zh="输出过多"),
+    # Kept for results recorded before ``tampered`` replaced it.
     "protocol_error": Text(en="returned something that is not plain data", zh="返回了非普通数据"),
+    "tampered": Text(en="tampered with the grader's result channel: every check scores 0",
+                     zh="篡改了评分程序的结果通道：所有检查均计 0 分"),
     "grader_error": Text(en="not graded yet: the grader failed (it will be graded again)",
                          zh="尚未评分：评分程序出错（下次运行会重新评分）"),
 }
@@ -340,6 +343,12 @@ def run_cause(status: str, raw_reason: str, *, limits: object | None, where: Phr
     if status == "protocol_error":
         return Phrase(en=f"sent back something that is not plain data{where.en}",
                     zh=f"返回了非普通数据{where.zh}")
+    if status == "tampered":
+        return Phrase(en=f"the run's results did not come from the grader's own probes{where.en} (a forged, "
+                         f"extra, missing or out-of-order result, or the grader's pipes used by your code): "
+                         f"nothing the run sent back can be trusted, so every check of this exercise scores 0",
+                      zh=f"本次运行的结果并非来自评分程序自己的探针{where.zh}（伪造、多余、缺失或乱序的结果，"
+                         f"或你的代码使用了评分程序的管道）：运行返回的内容都不可信，因此本练习的所有检查均计 0 分")
     if head.startswith("the sandbox failed"):
         return Phrase(en=f"the sandbox failed{where.en}", zh=f"沙箱运行失败{where.zh}")
     if (killed := _SIGNAL.search(head)) is not None:

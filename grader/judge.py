@@ -359,7 +359,7 @@ def _explain_by_confirmed(verdicts: list[Verdict]) -> None:
 
 
 # Failures that point at no mistake: a hint would be noise.
-NO_MISTAKE_TO_EXPLAIN = {"not_implemented", "not_run", "missing_name", "memory", "protocol"}
+NO_MISTAKE_TO_EXPLAIN = {"not_implemented", "not_run", "missing_name", "memory", "protocol", "tampered"}
 SOURCE_LIMIT = 4 << 20
 
 

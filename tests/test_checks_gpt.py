@@ -15,8 +15,10 @@ import torch
 
 from coursekit.loader import load_module
 from coursekit.probes import gpt as probes
+from grader import gpt_oracle
 from grader.checks import CheckPlan
 from grader.checks import gpt as checks
+from grader.checks.forbidden import unwrapped
 from grader.course import REPO_ROOT, load_course
 from grader.intake.submissions import assemble
 from probecalls import same
@@ -108,33 +110,38 @@ def test_plan_is_deterministic():
     assert all(same(a.kwargs, b.kwargs) for a, b in zip(PLAN.calls, again.calls))
 
 
+def _kwargs(check_id: str) -> list[dict]:
+    """The hidden inputs of a check's calls (each recorded: see forbidden.observed)."""
+    return [unwrapped(c).kwargs for c in PLAN.calls[PLAN.slices[check_id]]]
+
+
 def test_hidden_inputs_cover_what_the_checks_claim():
-    full = [c.kwargs for c in PLAN.calls[PLAN.slices["12-logits"]]]
+    full = _kwargs("12-logits")
     assert any(k["idx"].size(0) == 1 for k in full)
     assert all(k["idx"].size(1) == k["config"]["context_length"] for k in full)
     assert {k["config"]["tie_weights"] for k in full} == {True, False}
     assert {k["config"]["qkv_bias"] for k in full} == {True, False}
     assert len({k["config"]["num_heads"] for k in full}) >= 3
     assert len({k["config"]["num_layers"] for k in full}) >= 2
-    short = [c.kwargs for c in PLAN.calls[PLAN.slices["12-short-inputs"]]]
+    short = _kwargs("12-short-inputs")
     assert all(k["idx"].size(1) < k["config"]["context_length"] for k in short)
-    blocks = [c.kwargs for c in PLAN.calls[PLAN.slices["12-block"]]]
+    blocks = _kwargs("12-block")
     assert any(k["x"].size(1) < k["config"]["context_length"] for k in blocks)
-    tying = [c.kwargs["config"]["tie_weights"] for c in PLAN.calls[PLAN.slices["12-tying"]]]
+    tying = [k["config"]["tie_weights"] for k in _kwargs("12-tying")]
     assert True in tying and False in tying
 
 
 def test_the_oracle_is_the_reference(reference):
-    # The public tests' oracle (PyTorch's pre-norm layer) and the reference agree,
+    # The trusted side's oracle (PyTorch's pre-norm layer) and the reference agree,
     # and the oracle's arrangements for naming mistakes really are other blocks.
     config = {"vocab_size": 9, "context_length": 5, "d_model": 6, "num_heads": 2, "num_layers": 2, "qkv_bias": True}
     idx = torch.randint(0, 9, (2, 4), generator=torch.Generator().manual_seed(0))
     got = probes.logits(reference, config, 3, idx)["logits"]
-    assert torch.allclose(got, probes.oracle_logits(config, probes.gpt_weights(config, 3), idx), atol=1e-5)
+    assert torch.allclose(got, gpt_oracle.oracle_logits(config, probes.gpt_weights(config, 3), idx), atol=1e-5)
     x = torch.randn(2, 4, 6, generator=torch.Generator().manual_seed(1))
     block = {"d_model": 6, "num_heads": 2, "context_length": 5, "qkv_bias": True}
     weights = probes.block_weights(block, 4)
-    outs = {a: probes.oracle_block(block, weights, x, a) for a in ("pre-norm", "post-norm", "residual-after-norm")}
+    outs = {a: gpt_oracle.oracle_block(block, weights, x, a) for a in ("pre-norm", "post-norm", "residual-after-norm")}
     assert torch.allclose(probes.block_output(reference, block, 4, x)["output"], outs["pre-norm"], atol=1e-5)
     assert not torch.allclose(outs["pre-norm"], outs["post-norm"], atol=1e-3)
     assert not torch.allclose(outs["post-norm"], outs["residual-after-norm"], atol=1e-3)

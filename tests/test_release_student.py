@@ -178,3 +178,19 @@ def test_the_released_tree_runs_training_tests_only_with_train(released, tmp_pat
         else:
             assert all(o["outcome"] == "skipped" and o["training_not_run"] for o in training)
             assert "training test not run: pytest exercises/13_training --train" in done.stdout
+
+
+def test_the_kit_ships_stored_values_and_no_oracle(released, tmp_path):
+    """Issue 36: the student kit holds no function that computes a graded
+    answer (exercise 12's PyTorch oracle stays in grader/); the public tests
+    read stored values, which ship in coursekit and load in the released tree."""
+    kit = released / "coursekit"
+    assert (kit / "fixtures" / "gpt_12.py").is_file()
+    defined = [f"{p.relative_to(kit)}: {line.strip()}" for p in kit.rglob("*.py")
+               for line in p.read_text(encoding="utf-8").splitlines()
+               if line.startswith("def ") and any(n in line for n in ("oracle_logits", "oracle_block", "torch_block"))]
+    assert defined == []
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "COURSE_YAML")}
+    done = subprocess.run([sys.executable, "-c", "from coursekit.fixtures import load; print(len(load('gpt_12')))"],
+                          cwd=released, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and int(done.stdout) > 10, done.stderr[-2000:]

@@ -150,9 +150,10 @@ def test_not_submitted_is_said_once_in_both_languages(records, tmp_path, course)
 
 def test_statuses_come_from_one_table_in_both_languages(tmp_path, course):
     from grader.feedback import STATUSES
+    from grader.sandbox.model import STATUSES as RUN_STATUSES
 
-    assert {"graded", "not_started", "not_submitted", "unreadable", "import_error", "timeout", "crashed",
-            "memory", "output_limit", "protocol_error"} <= set(STATUSES)
+    assert {"graded", "not_started", "not_submitted", "unreadable", "protocol_error", "tampered",
+            *RUN_STATUSES} - {"ok"} <= set(STATUSES)
     assert all(text.en and text.zh and text.en != text.zh for text in STATUSES.values())
     version = course.course.version
     with Gradebook(tmp_path / "grades.db") as book:

@@ -113,12 +113,12 @@ def forge(raw):
     folder = module(tmp_path, source)
     for raw in (False, True):
         result = sandbox.run(folder, "submission", [call("forge", raw), call("forge", raw)])
-        assert result.status == "crashed" and len(result.calls) == 1
-        assert (result.calls[0].ok, result.calls[0].error_type) == (False, "ProtocolError")
+        # A frame beside the child's sender voids the run (tests/test_sandbox_tamper.py), unread.
+        assert result.status == "tampered" and result.calls == [], result.reason
     assert not marker.exists()
     garbage = "import os\nos.write(4, b'\\x05\\x00\\x00\\x00' + bytes(8) + b'PASS!')\n"
     result = sandbox.run(module(tmp_path, garbage), "submission", [call("x")])
-    assert result.status == "protocol_error"
+    assert result.status == "tampered"
     still_works(sandbox, tmp_path)
 
 

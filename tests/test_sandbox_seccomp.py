@@ -98,6 +98,8 @@ def test_the_filter_allows_only_its_list(machine):
     assert decide("prlimit64", 0, 0, 0x7FFF00001000) == eperm and decide("prlimit64", 0, 0, 1 << 32) == eperm
     assert decide("prlimit64", pid + 1, 0, 0) == eperm
     assert decide("fcntl", 3, 4) == seccomp.RET_ALLOW and decide("fcntl", 3, seccomp.F_SETSIG) == eperm
+    assert all(decide("fcntl", 3, command) == eperm for command in seccomp.F_LOCKS)  # no locks: issue 36
+    assert decide("flock", 3, 2) == eperm
     log = seccomp.build_filter(pid, table, arch, log=True)
     assert _run_bpf(log, max(unlisted), arch) == seccomp.RET_LOG and _run_bpf(log, table["bpf"], arch) == eperm
 
@@ -132,3 +134,36 @@ def test_the_template_written_with_a_pid_is_the_program_built_for_it(log):
     assert len(template[1]) >= 5 and len(template[2]) == 1  # kill's pid or -pid, tgkill, prlimit64, ...
     for pid in (1, 2, 999, 12345, 4194303, os.getpid()):
         assert seccomp.for_pid(template, pid) == seccomp.build_filter(pid, syscalls.NR, arch, log), pid
+
+
+LOCKS = """
+import fcntl, os, struct
+def lock(how):
+    fd = os.open("/etc/ld.so.cache", os.O_RDONLY)
+    try:
+        if how == "flock":
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        elif how == "lockf":
+            fcntl.lockf(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        else:  # an open file description lock, F_OFD_SETLK (37), read lock
+            fcntl.fcntl(fd, 37, struct.pack("hhqqi", fcntl.F_RDLCK, 0, 0, 0, 0) + bytes(4))
+        return "locked"
+    except OSError as exc:
+        return exc.errno
+    finally:
+        os.close(fd)
+def unlocked_fcntl():
+    return fcntl.fcntl(0, fcntl.F_GETFD) >= 0
+"""
+
+
+def test_no_child_can_lock_a_file_another_can_see(sandbox, tmp_path):
+    """flock or fcntl locks on a world-readable file were a channel between
+    two children running at once (issue 36): the sandbox denies them all,
+    and fcntl's other commands still work."""
+    if not os.path.exists("/etc/ld.so.cache"):
+        pytest.skip("no /etc/ld.so.cache here")
+    calls = [call("lock", how) for how in ("flock", "lockf", "ofd")] + [call("unlocked_fcntl")]
+    result = sandbox.run(module(tmp_path, LOCKS), "submission", calls)
+    assert result.status == "ok", result.reason
+    assert [c.value for c in result.calls] == [errno.EPERM] * 3 + [True]

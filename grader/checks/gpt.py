@@ -13,8 +13,8 @@ from dataclasses import replace
 
 import torch
 
-from grader.checks import (Check, Figure, all_of, error_type_equal, no_forbidden_calls, plain_equal, tensor_dicts_close,
-                           tensors_close, text)
+from grader.checks import (FUSED_ATTENTION, Check, Figure, all_of, error_type_equal, no_forbidden_calls, observing,
+                           plain_equal, requiring, tensor_dicts_close, tensors_close, text)
 from grader.checks.devices import device_check, placement_agrees
 from grader.sandbox import ProbeCall
 
@@ -254,7 +254,7 @@ CHECKS = [
         calls=lambda gen: _seeded_calls("dropout_modes", gen, 2, 0.5),
         compare=all_of(plain_equal("train_varies", reason="dropout is not applied in train mode"),
                        plain_equal("eval_repeatable", reason="dropout is applied in eval mode"),
-                       plain_equal("eval_matches_oracle", reason="wrong eval-mode logits")),
+                       tensors_close("eval", **F32)),  # the reference's eval logits: those without dropout
         pitfalls=("dropout-in-eval", "plain-list-layers"),
         requires=("12-logits",),
         seed=8,
@@ -279,8 +279,16 @@ CHECKS = [
     # here; blocks in a plain list fail too, and are told apart by name.
     replace(device_check("12-device", _device_calls, owner="GPT", pitfalls=("pos-emb-positions",), seed=10),
             compare=all_of(placement_agrees, plain_equal("hidden_lists", reason="sub-modules kept in a plain Python list"))),
-    no_forbidden_calls("12", requires=("12-logits",)),
+    no_forbidden_calls("12", requires=("12-logits",), kernels=(FUSED_ATTENTION,)),
 ]
+# Structure and devices can be right in a model whose forward is someone
+# else's (PyTorch's layers, holding its weights): they pay once the logits do.
+CHECKS = requiring(CHECKS, {"12-structure": ("12-logits",), "12-device": ("12-logits",)})
+# Every call recorded (grader/checks/forbidden.py): PyTorch's fused or
+# whole-layer attention (scaled_dot_product_attention, nn.MultiheadAttention,
+# F.multi_head_attention_forward, nn.TransformerEncoderLayer) in any of them
+# costs 12-no-forbidden-calls, however the code reached it (issue 36).
+CHECKS = observing(CHECKS, (FUSED_ATTENTION,))
 
 # The last block's self-attention of the student's GPT, with the course's
 # seeded weights (untrained), next to the reference's: lower-triangular,

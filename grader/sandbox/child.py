@@ -13,6 +13,10 @@ fds when the student's code runs: 0 = /dev/null, 1 and 2 = capped pipes
 read by the grader, 3 = the calls (written by the grader a batch at a time,
 never before the import), 4 = the result frames, 5 = the bell. Nothing else.
 
+Every frame goes through one sender (grader/sandbox/channel.py), which
+numbers it and checks that its pipe is still the grader's; anything else on
+the pipes voids the run as ``tampered`` (grader/sandbox/runstate.py).
+
 Each result frame is written as its call ends, so whatever happens next (a
 hang, a crash, a kill) the grader finds every finished call's result in the
 pipe. It does not wake up for each one: it reads the pipe when the child
@@ -29,12 +33,17 @@ import os
 import socket
 import sys
 import traceback
+from collections.abc import Callable
 
 from grader.sandbox import landlock, limits, namespaces, seccomp, syscalls, wire
+from grader.sandbox.channel import BELL_FD, REQUEST_FD, RESULT_FD, STREAMING, WAITING, Channel, Tampered
 from grader.sandbox.requests import PROBE_PACKAGE
 
-REQUEST_FD, RESULT_FD, BELL_FD = 3, 4, 5
-WAITING, STREAMING = b"w", b"s"  # the bell's words: read what I sent, I wait for you / read as I write
+TAMPER_EXIT = wire.TAMPER_EXIT
+# Room kept for the frames that follow a large result (errors, "done"): the
+# child refuses a result that would take the run past wire.MAX_TOTAL, so the
+# grader can take any stream over it for one the child's own code did not write.
+_RESERVE = 4 * 1024 * 1024
 
 
 def spare(ctl: socket.socket, config: dict, server_pid: int) -> None:
@@ -85,25 +94,32 @@ def _prepare(config: dict, layers: dict[str, str]) -> bool:
 
 
 def _run(spec: dict, layers: dict[str, str], mounted: bool, fds: list[int], server_pid: int) -> None:
+    send = _channel.send  # bound here, before the student's module exists (see channel.py)
     try:
         _arrange_fds(fds)
+        _channel.seal()
         _confine(spec, layers, mounted, server_pid)
-        _send({"kind": "layers", "layers": layers})
+        send({"kind": "layers", "layers": layers})
         if "snapshot_error" in spec:
-            _send({"kind": "import_error", "error": spec["snapshot_error"]})
+            send({"kind": "import_error", "error": spec["snapshot_error"]})
         else:
-            _serve(spec)
+            _serve(spec, send)
         _flush()  # output before "done": the grader does not wait for more after it
-        _send({"kind": "done"})
+        send({"kind": "done"})
+    except Tampered as exc:  # someone else used the request pipe or the bell
+        try:
+            send({"kind": "tampered", "error": str(exc)})
+        except BaseException:
+            pass
     except BaseException as exc:  # our own failure (or a student's BaseException escaping)
         try:
-            _send({"kind": "fatal", "error": wire.one_line(exc)})
+            send({"kind": "fatal", "error": wire.one_line(exc)})
             os.write(2, traceback.format_exc().encode(errors="replace")[-4000:])
         except BaseException:
             pass
     finally:
         _flush()
-        _results.ring(WAITING)  # the grader reads the last frames now, not when the exit closes the pipe
+        _channel.ring(WAITING)  # the grader reads the last frames now, not when the exit closes the pipe
         os._exit(0)
 
 
@@ -120,7 +136,7 @@ def _arrange_fds(fds: list[int]) -> None:
         os.dup2(source, target)
     os.closerange(BELL_FD + 1, 1 << 20)
     try:
-        _results.budget = fcntl.fcntl(RESULT_FD, fcntl.F_GETPIPE_SZ) // 2
+        _channel.state["budget"] = fcntl.fcntl(RESULT_FD, fcntl.F_GETPIPE_SZ) // 2
     except OSError:
         pass
     sys.stdin = open(0, "r", closefd=False)
@@ -158,35 +174,8 @@ def _confine(spec: dict, layers: dict[str, str], mounted: bool, server_pid: int)
     os.chdir(spec["scratch"])
 
 
-class _ResultStream:
-    """The result pipe and its bell (see the module's docstring)."""
-
-    def __init__(self) -> None:
-        self.budget = 32 * 1024   # bytes the grader may leave unread: half the pipe
-        self.unread = 0           # written since the grader last read the pipe
-        self.streaming = False
-
-    def send(self, data: bytes) -> None:
-        if not self.streaming and self.unread + len(data) > self.budget:
-            self.ring(STREAMING)  # before a write that could block on a pipe nobody reads
-        wire.write_all(RESULT_FD, data)
-        self.unread += len(data)
-
-    def ring(self, word: bytes) -> None:
-        try:
-            os.write(BELL_FD, word)
-        except OSError:  # closed by the student's code: the grader then reads every frame as it comes
-            pass
-        self.streaming = word == STREAMING
-        if word == WAITING:
-            self.unread = 0  # the grader reads it all before it sends what this child waits for
-
-
-_results = _ResultStream()
-
-
-def _send(header: dict, value: object = wire.NO_VALUE, payload: bytes | None = None) -> None:
-    _results.send(wire.frame(header, value, payload=payload))
+_channel = Channel()  # the run's one channel (a child serves one run)
+_send = _channel.send  # its sender under its old name: a frame forged through it is a frame out of turn
 
 
 def _flush() -> None:
@@ -197,7 +186,7 @@ def _flush() -> None:
             pass
 
 
-def _serve(spec: dict) -> None:
+def _serve(spec: dict, send: Callable) -> None:
     """Import the module, then run each call as the grader sends it.
 
     The module is imported before any input exists in this process: the
@@ -206,44 +195,68 @@ def _serve(spec: dict) -> None:
     at import time (an error text, a module-level global, a thread reading
     fd 3) finds nothing of the hidden inputs. A batch is one check's calls:
     they run one by one, each answered on its own (a call that raises fails
-    only itself), and no call sees a later check's inputs."""
+    only itself), and no call sees a later check's inputs.
+
+    Before each result is sent, the functions that carry it (the channel's,
+    the call's, the batch reader's) must be as they were before the import
+    (their code, defaults and closures, by identity; compared here, in a
+    frame whose running code nobody can change): code that rewrote one to
+    swallow or rewrite a frame ends the run as ``tampered``."""
     import torch
     from coursekit.loader import load_module
 
     library = _probe_library(spec.get("probes"))
     torch.set_num_threads(spec["limits"]["threads"])
+    # Bound before the import; the same expression twice (a helper's code could be replaced).
+    carriers, exit_, tuple_ = (*_channel.functions(), _call, _next_batch, _resolve), os._exit, tuple
+    sealed = tuple_((f.__code__, f.__defaults__, *(f.__kwdefaults__ or {}).values(),
+                     *(c.cell_contents for c in f.__closure__ or ()))
+                    for f in carriers)
+    call, next_batch, resolve = _call, _next_batch, _resolve
     try:
         module = load_module(spec["module_dir"], spec["module_name"])
     except BaseException as exc:  # ExerciseImportError, or SystemExit at import time
         message = str(exc) if type(exc).__name__ == "ExerciseImportError" else \
             f"importing {spec['module_name']}.py raised {wire.one_line(exc)}"
-        _send({"kind": "import_error", "error": message[:2000]})
+        send({"kind": "import_error", "error": message[:2000]})
         return
-    _send({"kind": "imported"})
+    send({"kind": "imported"})
     i = 0
-    while (batch := _next_batch(i)) is not None:
+    while (batch := next_batch(i)) is not None:
         for probe, kwargs in batch:
-            _send(*_call(i, _resolve(probe, library), module, kwargs))
+            header, payload = call(i, resolve(probe, library), module, kwargs)
+            if tuple_((f.__code__, f.__defaults__, *(f.__kwdefaults__ or {}).values(),
+                     *(c.cell_contents for c in f.__closure__ or ()))
+                      for f in carriers) != sealed:
+                exit_(TAMPER_EXIT)  # the sender itself may be the one changed: nothing is sent
+            send(header, payload)
             i += 1
         del batch, probe, kwargs  # nothing of this batch's inputs outlives it here
 
 
-def _next_batch(i: int) -> list[tuple[str, dict]] | None:
+def _next_batch(i: int, *, _channel=_channel, _read=wire.read_frame, _loads=wire.loads) -> list[tuple[str, dict]] | None:
     """The next batch's calls, from call ``i`` on, as (probe, kwargs); None
-    when the grader has no more."""
-    _results.ring(WAITING)
-    got = wire.read_frame(REQUEST_FD)
-    if got is None:
-        raise wire.ProtocolError("the request stream ended without an 'end' frame")
-    header, payload = got
-    if header["kind"] == "end":
-        return None
-    if header["kind"] != "calls" or header.get("i") != i:
-        raise wire.ProtocolError(f"expected the calls from {i}, got {header['kind']!r}")
-    value = wire.loads(payload)
-    if type(value) is not list or not value or len(value) != header.get("n") or not all(
-            type(c) is list and len(c) == 2 and type(c[0]) is str and type(c[1]) is dict for c in value):
-        raise wire.ProtocolError("a calls frame must hold n [probe, kwargs] pairs")
+    when the grader has no more. The grader writes only whole, valid
+    frames: anything else means someone else read from or wrote to the
+    request pipe (:class:`Tampered`)."""
+    _channel.check(BELL_FD)
+    _channel.ring(WAITING)
+    _channel.check(REQUEST_FD)
+    try:
+        got = _read(REQUEST_FD)
+        if got is None:
+            raise wire.ProtocolError("the request stream ended without an 'end' frame")
+        header, payload = got
+        if header["kind"] == "end":
+            return None
+        if header["kind"] != "calls" or header.get("i") != i:
+            raise wire.ProtocolError(f"expected the calls from {i}, got {header['kind']!r}")
+        value = _loads(payload)
+        if type(value) is not list or not value or len(value) != header.get("n") or not all(
+                type(c) is list and len(c) == 2 and type(c[0]) is str and type(c[1]) is dict for c in value):
+            raise wire.ProtocolError("a calls frame must hold n [probe, kwargs] pairs")
+    except (wire.ProtocolError, OSError) as exc:
+        raise Tampered(f"the request stream was disturbed: {wire.one_line(exc, 120)}") from None
     return [(probe, kwargs) for probe, kwargs in value]
 
 
@@ -274,28 +287,30 @@ def _resolve(probe: str, library: dict[str, dict[str, object]]):
         return exc
 
 
-def _call(i: int, fn, module, kwargs: dict) -> tuple[dict, object, bytes | None]:
-    """Run one call; the frame to send for it."""
+def _call(i: int, fn, module, kwargs: dict, *, _state=_channel.state) -> tuple[dict, bytes]:
+    """Run one call; the frame to send for it (header, payload)."""
     try:
         if isinstance(fn, BaseException):
             raise fn
         value = wire.sanitize(fn(module, **kwargs))
     except BaseException as exc:  # SystemExit, KeyboardInterrupt too: it is the call's failure
-        return _error(i, exc), wire.NO_VALUE, None
+        return _error(i, exc), b""
     try:
         payload = wire.dumps(value)  # refuses what is not plain data, as the grader's decoding would
         if len(payload) > wire.MAX_FRAME:
             raise wire.ProtocolError(f"result is too large ({len(payload) >> 20} MiB)")
+        if _state["total"] + len(payload) > wire.MAX_TOTAL - _RESERVE:
+            raise wire.ProtocolError(f"the run's results would pass {wire.MAX_TOTAL >> 20} MiB")
     except BaseException as exc:
         header = _error(i, exc)
         if not header["memory"]:
             header["error_type"] = "ProtocolError"
-        return header, wire.NO_VALUE, None
-    return {"kind": "result", "i": i}, wire.NO_VALUE, payload
+        return header, b""
+    return {"kind": "result", "i": i}, payload
 
 
 def _error(i: int, exc: BaseException) -> dict:
     text = wire.one_line(exc)
     memory = isinstance(exc, MemoryError) or (
         isinstance(exc, RuntimeError) and ("can't allocate memory" in text or "DefaultCPUAllocator" in text))
-    return {"kind": "error", "i": i, "error_type": type(exc).__name__, "error": text, "memory": memory}
+    return {"kind": "error", "i": i, "error_type": type(exc).__name__[:100], "error": text, "memory": memory}

@@ -14,7 +14,7 @@ from typing import Any
 # be called; a probe string is never a free-form import path.
 PROBE_PATTERN = re.compile(r"^coursekit\.probes(\.[A-Za-z_][A-Za-z0-9_]*)+:[A-Za-z_][A-Za-z0-9_]*$")
 
-STATUSES = ("ok", "import_error", "timeout", "crashed", "memory", "output_limit", "protocol_error")
+STATUSES = ("ok", "import_error", "timeout", "crashed", "memory", "output_limit", "tampered")
 
 # Who ended a run (RunResult.ended_by). Only the last three are faults of the
 # machine rather than results of the submission: see RunResult.from_outside.
@@ -82,8 +82,11 @@ class RunResult:
     limit), ``crashed`` (the child died or exited before finishing: signal,
     ``os._exit``), ``memory`` (a call hit the address-space limit; the other
     calls still ran), ``output_limit`` (stdout or stderr passed
-    ``output_limit_kb``), ``protocol_error`` (the child sent malformed
-    frames). ``reason`` says it in words, with the call that was running.
+    ``output_limit_kb``), ``tampered`` (the child's frames broke the
+    protocol in a way its own sender never does: forged, extra, missing or
+    out of order, or its pipes were used by someone else; ``calls`` is then
+    empty: nothing it sent back is kept). ``reason`` says it in words, with
+    the call that was running.
     ``stdout``/``stderr`` are capped and only for showing: no verdict is
     ever read from them.
 

@@ -3,11 +3,19 @@ frame state machine, and the verdict on how the run ended.
 
 Frames must arrive as ``layers`` then either ``import_error`` or
 ``imported``, then, per call in order, ``result i`` / ``error i``, then
-``done``. The grader writes the calls in batches (one check's calls, or a
-single call): the first batch only after ``imported``, each next one only
-after the previous batch's last result, and ``end`` after the last.
-Anything else ends the run as ``protocol_error``; a run that ends without
-``done`` keeps the calls it finished, and its status says why it stopped.
+``done``, each numbered by the child's sender (``seq`` 0, 1, 2, ...). The
+grader writes the calls in batches (one check's calls, or a single call):
+the first batch only after ``imported``, each next one only after the
+previous batch's last result, and ``end`` after the last.
+
+The child's own sender (grader/sandbox/channel.py) never breaks that order,
+so anything else (a forged, extra, repeated, missing or out-of-order frame,
+a garbled header, a foreign bell word, more than ``wire.MAX_TOTAL`` bytes,
+the child's own report or exit status saying its channel was disturbed)
+ends the run as ``tampered``, keeping no call's result. A run that ends
+without ``done`` otherwise (a crash, a limit) keeps the calls it finished;
+a frame cut by that end is dropped, and how the child ended says whose
+doing it was.
 """
 from __future__ import annotations
 
@@ -17,6 +25,7 @@ import signal
 import time
 
 from grader.sandbox import wire
+from grader.sandbox.procstat import ends_within, oom_kill_count  # noqa: F401 - the client reads them here
 from grader.sandbox.model import CallResult, Limits, RunResult
 
 _TEXT_LIMIT = 500
@@ -39,7 +48,9 @@ class RunState:
         self._sent_batches = 0
         self.memory_call: int | None = None
         self.import_error: str | None = None
-        self.protocol_error: str | None = None
+        self.tampered: str | None = None      # why the run's frames cannot be the child's own (the grader's words)
+        self._seq = 0                         # the next frame's number
+        self._bell_gone = False
         self.fatal: str | None = None
         self.done = False
         self.timed_out = False
@@ -123,7 +134,10 @@ class RunState:
             return b""
         self._bell_bytes += len(data)
         if self._bell_bytes > MAX_BELL_BYTES:
-            self.protocol_error = f"the bell rang more than {MAX_BELL_BYTES} times"
+            self.tampered = f"the bell rang more than {MAX_BELL_BYTES} times"
+        elif data.translate(None, wire.BELL_WORDS):
+            self.tampered = "something other than the child's sender wrote to the bell"
+        self._bell_gone = self._bell_gone or not data
         return data[-1:] if data else None
 
     def _drain_results(self, fd: int) -> bool:
@@ -175,8 +189,7 @@ class RunState:
         """Parse what was read from the result pipe; False at end of file."""
         if not data:
             if self._reader.pending and not self._finished():
-                self.protocol_error = "the result stream was cut in the middle of a frame"
-                self.cut = True  # how the child ended says whose doing it was
+                self.cut = True  # an end, not a message: how the child ended says whose doing it was
             return False
         try:
             for header, payload in self._reader.feed(data):
@@ -184,9 +197,9 @@ class RunState:
                 if self._finished():
                     break
         except wire.ProtocolError as exc:
-            self.protocol_error = str(exc)
+            self.tampered = str(exc)
         except Exception as exc:  # whatever the bytes were, the grader goes on
-            self.protocol_error = f"undecodable frame: {wire.one_line(exc)}"
+            self.tampered = f"undecodable frame: {wire.one_line(exc)}"
         return True
 
     def _read_output(self, fd: int, stream: int) -> bool:
@@ -225,13 +238,20 @@ class RunState:
                 buf += data[: max(0, cap - len(buf))]
 
     def _finished(self) -> bool:
-        return bool(self.done or self.import_error is not None or self.protocol_error or self.fatal
+        return bool(self.done or self.import_error is not None or self.tampered or self.fatal
                     or self.output_exceeded)
 
     # -- frames ---------------------------------------------------------------
 
     def _on_frame(self, header: dict, payload: bytes) -> None:
-        kind, i = header["kind"], header.get("i")
+        kind, i, seq = header["kind"], header.get("i"), header.get("seq")
+        if type(seq) is not int or seq != self._seq:
+            # A frame beside the child's sender, or one of its frames swallowed.
+            raise wire.ProtocolError(f"frame {kind!r} numbered {seq!r} where frame {self._seq} was due")
+        self._seq += 1
+        if kind == "tampered":  # the child found its request pipe or bell used by someone else
+            self.tampered = f"the child reports: {_text(header.get('error'), 200)}"
+            return
         if not self.layers and kind != "layers":
             raise wire.ProtocolError(f"expected the layers report first, got {kind!r}")
         if kind == "layers":
@@ -258,6 +278,8 @@ class RunState:
                 self.memory_call = i
             self._next_call()
         elif kind == "done" and self.imported and self.current is None and len(self.calls) == len(self.probes):
+            if self._bell_gone:  # the child's own bell lives until its exit, after "done"
+                raise wire.ProtocolError("the bell was closed before the run ended")
             self.done = True
         elif kind == "fatal":
             self.fatal = _text(header.get("error"))
@@ -272,18 +294,20 @@ class RunState:
         is gone), used only to explain an early end; ``oom_kills``: how far
         the kernel's OOM-kill counter moved during the run."""
         status, reason = self._verdict(wait or {})
+        # Nothing a tampered run sent back is kept: not even the calls answered before the break.
+        calls = [] if status == "tampered" else self.calls
         text = {k: bytes(v).decode("utf-8", errors="replace") for k, v in self.output.items()}
         cap = self.limits.output_limit_kb * 1024
         for k, v in self.output.items():
             if len(v) >= cap:
                 text[k] += f"\n[output truncated at {self.limits.output_limit_kb} KiB]"
-        return RunResult(status=status, calls=self.calls, reason=reason, stdout=text[1], stderr=text[2],
+        return RunResult(status=status, calls=calls, reason=reason, stdout=text[1], stderr=text[2],
                          wall_s=wall_s, ended_by=self._ended_by(wait, oom_kills))
 
     def _ended_by(self, wait: dict | None, oom_kills: int) -> str:
         """Who ended the run (see RunResult): decided from what the grader
         saw, in order of certainty."""
-        if self.done or self.import_error is not None or self.fatal or (self.protocol_error and not self.cut):
+        if self.done or self.import_error is not None or self.fatal or self.tampered or _tamper_exit(wait):
             return "itself"  # it answered to the end, or its own frames ended it
         if self.timed_out or self.output_exceeded:
             return "limit"
@@ -328,9 +352,9 @@ class RunState:
         cpu = wait.get("cpu_s") or 0.0
         # After running out of memory, that stays the cause (the first mistake), however the run ended.
         ran_out = f"{self._memory_head()}, then " if self.memory_call is not None else ""
-        if self.protocol_error:
-            return "protocol_error", f"the sandboxed run broke the result protocol{self._where()}: " \
-                                     f"{self.protocol_error}"
+        if self.tampered or _tamper_exit(wait):
+            why = self.tampered or "the child found its result pipe or its sender replaced or rewritten"
+            return "tampered", f"the sandboxed run's result channel was tampered with{self._where()}: {why}"
         if self.import_error is not None:
             return "import_error", self.import_error
         if self.done:
@@ -363,38 +387,14 @@ def _text(value: object, limit: int = _TEXT_LIMIT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _tamper_exit(wait: dict | None) -> bool:
+    """Ended with :data:`wire.TAMPER_EXIT` (its own code choosing it voids only its own run)."""
+    status = (wait or {}).get("status")
+    return isinstance(status, int) and os.WIFEXITED(status) and os.WEXITSTATUS(status) == wire.TAMPER_EXIT
+
+
 def _signame(sig: int) -> str:
     try:
         return signal.Signals(sig).name
     except ValueError:
         return "unknown"
-
-
-def oom_kill_count() -> int:
-    """The kernel's count of OOM kills since boot (``/proc/vmstat``, Linux
-    ≥ 4.13; global and cgroup OOM kills alike); 0 where unreadable."""
-    try:
-        with open("/proc/vmstat", "rb") as f:
-            for line in f:
-                if line.startswith(b"oom_kill "):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return 0
-
-
-def ends_within(pid: int, seconds: float) -> bool:
-    """Whether process ``pid`` (unreaped: the server reaps only when asked)
-    is a zombie within ``seconds``: it has ended, whatever ended it."""
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            return True  # gone (or no /proc to ask): not alive as far as we can see
-        if state in (b"Z", b"X"):
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.002)

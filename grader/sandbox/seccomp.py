@@ -24,13 +24,16 @@ Policy:
   never SIGKILL (so that a SIGKILL that ends a child always came from
   outside it: see ``RunResult.ended_by``); ``prlimit64`` only to read;
   scheduling and priority changes only for itself; ``fcntl`` without
-  ``F_SETSIG`` (which could make the kernel SIGKILL it on I/O).
+  ``F_SETSIG`` (which could make the kernel SIGKILL it on I/O) and without
+  file locks and leases (:data:`F_LOCKS`).
 * **Denied with EPERM** (:data:`DENIED`, named so that programs get the
   error they expect, e.g. ``PermissionError`` from ``os.fork``): new
   processes and programs, tracing, namespaces and mounts, keyrings, BPF,
   io_uring, userfaultfd, perf, modules, clock and host changes,
   ``setrlimit``, ``timer_create`` (a timer can deliver SIGKILL), seccomp and
-  Landlock themselves. ``socket`` fails with EAFNOSUPPORT (no network, no
+  Landlock themselves; ``flock``: file locks on files every child can read
+  (/etc/ld.so.cache) were a channel between two children running at once
+  (issue 36), and nothing graded needs one. ``socket`` fails with EAFNOSUPPORT (no network, no
   pathname unix sockets, which Landlock does not cover); ``clone3`` with
   ENOSYS so that glibc falls back to ``clone``, whose flags the filter can
   read.
@@ -58,6 +61,10 @@ RET_KILL_PROCESS, RET_ERRNO, RET_LOG, RET_ALLOW = 0x80000000, 0x00050000, 0x7FFC
 _LD_ABS, _JA, _JEQ, _JGE, _JSET, _RET = 0x20, 0x05, 0x15, 0x35, 0x45, 0x06
 _ARCH_OFFSET, _NR_OFFSET = 4, 0
 F_SETSIG = 10
+# fcntl's lock and lease commands: F_GETLK, F_SETLK, F_SETLKW, the open file
+# description locks F_OFD_GETLK/SETLK/SETLKW, F_SETLEASE, F_GETLEASE. Denied
+# with flock: a lock one child takes on a shared file, another sees.
+F_LOCKS = (5, 6, 7, 36, 37, 38, 1024, 1025)
 LOG_ENV = "GRADER_SANDBOX_SECCOMP_LOG"
 
 # The filter compares the calls in order: the hottest first, then the
@@ -74,7 +81,7 @@ ALLOWED = HOT + (
     "getdents", "getdents64", "readlink", "readlinkat", "getcwd", "chdir", "fchdir", "dup", "dup2", "dup3",
     "pipe", "pipe2", "mkdir", "mkdirat", "rmdir", "unlink", "unlinkat", "rename", "renameat", "renameat2",
     "link", "linkat", "symlink", "symlinkat", "chmod", "fchmod", "fchmodat", "truncate", "ftruncate", "fsync",
-    "fdatasync", "fallocate", "utimensat", "utime", "utimes", "futimesat", "umask", "flock", "fadvise64",
+    "fdatasync", "fallocate", "utimensat", "utime", "utimes", "futimesat", "umask", "fadvise64",
     "sendfile", "copy_file_range", "splice", "tee", "getxattr", "lgetxattr", "fgetxattr", "listxattr",
     "llistxattr", "flistxattr", "setxattr", "lsetxattr", "fsetxattr", "removexattr", "lremovexattr",
     "fremovexattr", "ioctl",
@@ -107,7 +114,7 @@ DENIED = (
     "acct", "quotactl", "quotactl_fd", "syslog", "sethostname", "setdomainname", "lookup_dcookie", "iopl", "ioperm",
     "uselib", "vhangup", "settimeofday", "clock_settime", "clock_adjtime", "adjtimex",
     "setrlimit", "timer_create", "seccomp", "landlock_create_ruleset", "landlock_add_rule",
-    "landlock_restrict_self", "capset",
+    "landlock_restrict_self", "capset", "flock",
 )
 
 
@@ -180,7 +187,7 @@ def build_filter(pid: int, nr: dict[str, int], arch: int, log: bool = False) -> 
     for name in ("sched_setaffinity", "sched_setscheduler", "sched_setparam", "sched_setattr"):
         guarded(name, _one_of(0, [0, pid], eperm))
     guarded("setpriority", _one_of(0, [0], eperm), _one_of(1, [0, pid], eperm))  # PRIO_PROCESS, self only
-    guarded("fcntl", _none_of(1, [F_SETSIG], eperm))
+    guarded("fcntl", _none_of(1, [F_SETSIG, *F_LOCKS], eperm))
     for name in ALLOWED[len(HOT):]:
         simple(name, RET_ALLOW)
     for name in DENIED:

@@ -6,7 +6,8 @@ The header is a small JSON object (``{"kind": "result", "i": 3, ...}``);
 the payload, when there is one, is a plain value in ``plaincodec``'s encoding.
 Splitting the two means a payload that fails to decode is still attributed
 to its call (a ``ProtocolError`` for that call), while a garbled header ends
-the run as ``protocol_error``.
+the run as ``tampered`` (the child's own sender never writes one: see
+``runstate``).
 
 Everything the child sends is untrusted: it is decoded by ``plaincodec``
 (plain types only: no pickle, no globals, every length checked), whose
@@ -25,13 +26,20 @@ import torch
 
 from grader.sandbox import plaincodec
 
-_PREFIX = struct.Struct("<IQ")
+PREFIX = _PREFIX = struct.Struct("<IQ")  # header length, payload length
 MAX_HEADER = 64 * 1024
 MAX_FRAME = plaincodec.MAX_TENSOR_BYTES  # one value, 64 MiB (a probe returns outputs, not checkpoints)
 MAX_TOTAL = 256 * 1024 * 1024      # everything a run sends back: bounds the grader's memory per run
 MAX_DEPTH = plaincodec.MAX_DEPTH  # 32
 MAX_ITEMS = 1_000_000              # containers' elements, summed over a value
 NO_VALUE = object()
+# The bell's only words (grader/sandbox/child.py): "read what I sent, I wait
+# for you" and "read as I write". Any other byte on it is not the child's.
+BELL_WORDS = b"ws"
+# The exit status of a child whose result pipe was replaced under it: it can
+# tell the grader nothing else (runstate reads it as ``tampered``; code that
+# exits with it itself only voids its own run).
+TAMPER_EXIT = 86
 
 _SCALARS = plaincodec.SCALAR_TYPES  # one set: the codec's depth rule must count as validate does
 
