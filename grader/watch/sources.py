@@ -9,8 +9,12 @@ Two sources:
   as ``nbgrader submit`` writes it; each such folder is one submission,
   complete once its ``submission_secret.txt`` is there (written last).
 
-Nothing here reads a file's contents but the secret: change is detected by
-names, sizes and modification times.
+Nothing here reads a file's contents but the secret (bounded, through no
+link): change is detected by names, sizes and modification times, over at
+most ``_MAX_ENTRIES`` files and folders, so a student's 100,000 folders cost
+each poll no more than a plain submission. Each arrival carries its
+identity (grader/intake/identity.py: what the hourly limit counts) and, when
+the source cannot prove who handed it in, the refusal's reason.
 """
 from __future__ import annotations
 
@@ -21,10 +25,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from grader.intake.bounded_read import read_bounded
+from grader.intake.identity import Roster, identity, prove_owner
+
 # nbgrader forbids "+" in ids; the folder name is split on it.
 _INBOUND_RE = re.compile(r"^(?P<student>[^+]+)\+(?P<assignment>[^+]+)\+(?P<timestamp>[^+]+)(\+[^+]*)?$")
-_MAX_ENTRIES = 2000   # files looked at per submission when fingerprinting
+_MAX_ENTRIES = 2000   # files and folders looked at per submission when fingerprinting
 _MAX_SECRET = 1024
+_MAX_NOTEBOOKS = 200  # top-level entries looked at for notebooks in one inbound folder
 
 
 @dataclass(frozen=True)
@@ -47,6 +55,8 @@ class Arrival:
     path: Path            # a folder or a zip
     fingerprint: str
     nbgrader: NbgraderSubmission | None = None
+    identity: str = ""    # what limits count by (grader/intake/identity.py)
+    refusal: str = ""     # why it is not graded as this student's (no proof of who handed it in)
 
 
 def fingerprint(path: Path) -> str:
@@ -59,10 +69,15 @@ def fingerprint(path: Path) -> str:
         return digest.hexdigest()
     seen = 0
     for folder, dirs, files in os.walk(path, followlinks=False):
+        seen += len(dirs)
+        if seen > _MAX_ENTRIES:   # intake refuses it or reads it bounded; here it costs no more
+            digest.update(b"\0too many entries")
+            return digest.hexdigest()
         dirs.sort()
         for name in sorted(files):
             seen += 1
             if seen > _MAX_ENTRIES:
+                digest.update(b"\0too many entries")
                 return digest.hexdigest()
             try:
                 st = os.lstat(os.path.join(folder, name))
@@ -78,9 +93,10 @@ class PlainFolder:
     once its fingerprint is the same on two polls in a row (still copying
     files otherwise)."""
 
-    def __init__(self, root: Path, *, settle: bool = True) -> None:
+    def __init__(self, root: Path, *, settle: bool = True, roster: Roster | None = None) -> None:
         self.root = root
         self.settle = settle  # off: every entry is complete now (``--once``)
+        self.roster = roster
         self._last: dict[str, str] = {}
 
     def poll(self) -> Iterator[Arrival]:
@@ -92,18 +108,35 @@ class PlainFolder:
             now[entry.name] = mark
             if not self.settle or self._last.get(entry.name) == mark:
                 student = entry.name.removesuffix(".zip") if entry.suffix == ".zip" else entry.name
-                yield Arrival(f"folder:{entry.name}", student, entry, mark)
+                yield Arrival(f"folder:{entry.name}", student, entry, mark, identity=identity(student),
+                              refusal=self._refusal(student))
         self._last = now
+
+    def _refusal(self, student: str) -> str:
+        """The instructor put these folders here: the name is the id. With a
+        roster, an id not on it is refused (a look-alike of one above all)."""
+        if self.roster is None or student in self.roster.users:
+            return ""
+        twin = self.roster.by_identity().get(identity(student))
+        return (f"not on the roster, but looks like {twin!r}: not graded as either" if twin
+                else "not on the roster")
 
 
 class NbgraderInbound:
     """nbgrader's exchange inbound folder of one course."""
 
-    def __init__(self, exchange_root: Path, course_id: str) -> None:
+    def __init__(self, exchange_root: Path, course_id: str, roster: Roster | None = None) -> None:
         self.exchange = exchange_root / course_id
         self.inbound = self.exchange / "inbound"
+        self.roster = roster
+        self.last: dict[str, Arrival] = {}   # the latest poll's, by source id
 
     def poll(self) -> Iterator[Arrival]:
+        found = list(self._poll())
+        self.last = {a.source_id: a for a in found}
+        return iter(found)
+
+    def _poll(self) -> Iterator[Arrival]:
         if not self.inbound.is_dir():
             return
         for entry in sorted(self.inbound.iterdir()):
@@ -113,9 +146,26 @@ class NbgraderInbound:
                     or secret_file.is_symlink():
                 continue
             try:
-                secret = secret_file.read_text(encoding="ascii")[:_MAX_SECRET]
+                secret = read_bounded(secret_file, _MAX_SECRET)[:_MAX_SECRET].decode("ascii")
             except (OSError, UnicodeDecodeError):
                 continue
-            notebooks = tuple(sorted(p.stem for p in entry.glob("*.ipynb") if p.is_file() and not p.is_symlink()))
-            nb = NbgraderSubmission(self.exchange, match["assignment"], match["timestamp"], secret, notebooks)
-            yield Arrival(f"nbgrader:{entry.name}", match["student"], entry, fingerprint(entry), nb)
+            nb = NbgraderSubmission(self.exchange, match["assignment"], match["timestamp"], secret,
+                                    _notebooks(entry))
+            student = match["student"]
+            yield Arrival(f"nbgrader:{entry.name}", student, entry, fingerprint(entry), nb,
+                          identity=identity(student), refusal=prove_owner(student, entry, self.roster) or "")
+
+
+def _notebooks(folder: Path) -> tuple[str, ...]:
+    """The plain ``*.ipynb`` files at the top of ``folder`` (a bounded look)."""
+    found = []
+    try:
+        with os.scandir(folder) as listing:
+            for count, item in enumerate(listing):
+                if count >= _MAX_NOTEBOOKS:
+                    break
+                if item.name.endswith(".ipynb") and item.is_file(follow_symlinks=False):
+                    found.append(item.name[:-len(".ipynb")])
+    except OSError:
+        pass
+    return tuple(sorted(found))
