@@ -5,10 +5,8 @@ nbgrader run as two unix users; limits per identity; released feedback never
 replaced."""
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,7 @@ import pytest
 from grader.course import REPO_ROOT, load_course
 from grader.gradebook import Gradebook
 from grader.intake.identity import RosterError, identity, lookalike_groups, prove_owner, read_roster
+from unix_students import nbgrader_class  # noqa: F401 - a fixture
 
 REFERENCE = (REPO_ROOT / "solutions" / "01_softmax" / "softmax.py").read_text()
 STUB = (REPO_ROOT / "exercises" / "01_softmax" / "softmax.py").read_text()
@@ -100,54 +99,6 @@ def test_grade_flags_ids_of_one_identity(tmp_path):
 
 
 # -- nbgrader, as two unix users ---------------------------------------------------------------------
-
-
-@pytest.fixture
-def nbgrader_class(tmp_path):
-    """The attention assignment (exercise 01 only) released through a real
-    nbgrader exchange that unix students can reach; yields (world, students,
-    hand_in, course_id)."""
-    nbformat = pytest.importorskip("nbformat")
-    pytest.importorskip("nbgrader")
-    from grader.release.common import answer_cell_id
-    from grader.release.nbgrader import write_course
-    from nbgrader_run import NbgraderWorld, cell_by_id
-    from unix_students import unix_students_or_skip
-
-    course = load_course(check_files=False)
-    world = NbgraderWorld(tmp_path)
-    students = unix_students_or_skip(world.env)
-    try:
-        world.exchange = students.root / "exchange"
-        world.exchange.mkdir(mode=0o777)
-        world.exchange.chmod(0o777)
-        attention = next(a for a in course.assignments if a.id == "attention")
-        small = course.model_copy(update={"assignments": [attention.model_copy(update={"exercises": ["01"]})]})
-        write_course(small, REPO_ROOT, world.course_dir, assignment_ids=["attention"], exchange=world.exchange)
-        world.run("-m", "nbgrader", "generate_assignment", "attention", cwd=world.course_dir)
-        world.run("-m", "nbgrader", "release_assignment", "attention", cwd=world.course_dir)
-        course_id = course.release["nbgrader"]["course_id"]
-        exercise = course.exercise("01")
-
-        def nbgrader(account: str, *args: str, student: str) -> None:
-            students.run(account, "-m", "nbgrader", *args, *world.exchange_args(course_id), f"--student={student}",
-                         cwd=students.workdir(account))
-
-        def hand_in(account: str, code: str, *, student: str) -> Path:
-            work = students.workdir(account)
-            if not (work / "attention").exists():
-                nbgrader(account, "fetch_assignment", "attention", student=student)
-            path = work / "attention" / f"{exercise.folder}.ipynb"
-            notebook = nbformat.read(path, as_version=4)
-            cell_by_id(notebook, answer_cell_id(exercise)).source = code
-            nbformat.write(notebook, path)
-            nbgrader(account, "submit", "attention", student=student)
-            time.sleep(1.1)   # nbgrader's timestamps are to the second
-            return work
-
-        yield world, students, hand_in, nbgrader
-    finally:
-        shutil.rmtree(students.root, ignore_errors=True)
 
 
 def test_a_forged_inbound_folder_is_refused_and_never_touches_the_real_students_work(nbgrader_class, tmp_path):
