@@ -18,6 +18,19 @@ has computed the references), then:
   per notebook; running it on N here would take minutes), marked as such.
 
 Submissions alternate between the reference and a pitfall variant.
+
+Who handed in is proved by the inbound folder's owner (grader/intake/identity.py),
+so the nbgrader run makes one unix user per student and runs their nbgrader
+commands as that user (as root; tests/unix_students.py).
+
+    python bench/watch_latency.py --hostile [--students 6] [--folders 100000]
+
+runs only the hostile comparison, on a plain folder: students drop their
+folder one at a time (an atomic rename) and wait for their feedback page,
+first alone (quiet), then beside three hostile students who hand in a 4 GiB
+sparse file beside their module, 100,000 empty folders, and a FIFO, and keep
+touching them. The quiet and hostile medians are printed side by side; the
+others' median must stay within 2x of the quiet one.
 """
 from __future__ import annotations
 
@@ -34,6 +47,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))   # unix_students: the students as unix users
 
 from grader.course import load_course  # noqa: E402
 from grader.course.pitfalls import load_variants  # noqa: E402
@@ -71,7 +85,14 @@ def main() -> None:
     parser.add_argument("-e", "--exercise", default="01")
     parser.add_argument("--singles", type=int, default=5, help="submissions one at a time")
     parser.add_argument("--burst", type=int, default=50, help="submissions at once (0: none)")
+    parser.add_argument("--hostile", action="store_true", help="only the quiet vs hostile comparison (plain folder)")
+    parser.add_argument("--students", type=int, default=6, help="--hostile: submissions in each phase")
+    parser.add_argument("--folders", type=int, default=100_000, help="--hostile: the hostile student's empty folders")
     args = parser.parse_args()
+    if args.hostile:
+        from watch_hostile import hostile_comparison
+
+        raise SystemExit(hostile_comparison(load_course().exercise(args.exercise), args.students, args.folders))
     import nbformat
 
     from grader.release.common import answer_cell_id
