@@ -20,6 +20,7 @@ ends done, with a result or a reason.
 from __future__ import annotations
 
 import itertools
+import shutil
 import sys
 import time
 from collections import defaultdict
@@ -30,9 +31,9 @@ from typing import TextIO
 
 from grader.course import Course, Exercise
 from grader.gradebook import Gradebook, Key
-from grader.run.grading import MISSING_HASH
+from grader.run.grading import MISSING_HASH, unreadable_verdicts
 from grader.judge import ExerciseResult, Judge
-from grader.intake.errors import internal_reason
+from grader.intake.errors import UNREADABLE, internal_reason
 from grader.intake.names import visible
 from grader.intake.submissions import ExerciseSubmission, Submission, collect
 from grader.watch import feedback
@@ -51,6 +52,7 @@ class Job:
     problems: list[str] = field(default_factory=list)
     future: Future | None = None
     judging: bool = False     # read (in the preparing pool), now judged
+    serial: int = 0           # its folder of prepared modules: <workdir>/collect<serial>
 
 
 @dataclass
@@ -136,6 +138,9 @@ class Watch:
     def _start_what_may_start(self, arrivals: dict[str, Arrival]) -> int:
         """Start jobs up to the limit; the number of pending submissions."""
         proved = {k: a for k, a in arrivals.items() if not a.refusal}
+        for item in self.state.pending():   # pending from before a restart, not proved now
+            if item.source_id in arrivals and item.source_id not in proved:
+                self._refuse(arrivals[item.source_id])
         self._supersede(self.state.pending(), proved)
         pending = [p for p in self.state.pending() if p.source_id in proved]
         busy = {job.arrival.identity or job.arrival.student for job in self.in_flight.values()}
@@ -206,14 +211,15 @@ class Watch:
             self._finish_unread(job, "no exercise of this course in it")
             return
         self.in_flight[arrival.source_id] = job
-        job.future = self.prepare_pool.submit(self._prepare, job, next(self._serial))
+        job.serial = next(self._serial)
+        job.future = self.prepare_pool.submit(self._prepare, job)
 
-    def _prepare(self, job: Job, serial: int) -> list[Submission]:
+    def _prepare(self, job: Job) -> list[Submission]:
         """In a reading thread: the submission through intake's bounded
         readers (grader/intake: no copy, no link followed, every size and
         count checked), its modules put into folders to judge."""
         arrival = job.arrival
-        return collect(self.workdir, self.course, job.exercises, self.workdir / f"collect{serial}", self.root,
+        return collect(self.workdir, self.course, job.exercises, self.workdir / f"collect{job.serial}", self.root,
                        sources={arrival.student: arrival.path})
 
     def _prepared(self, job: Job) -> None:
@@ -234,14 +240,15 @@ class Watch:
         if not job.keys:
             self._finish_unread(job, "; ".join(job.problems) or "no exercise of this course in it")
             return
-        if job.parts:
+        if any(part.status != UNREADABLE for _, part in job.parts):
             job.judging = True
             job.future = self.pool.submit(self._judge, job)
             return
-        self._finish(job, [])   # every part already graded for these files
+        self._finish(job, [])   # nothing to judge: unreadable, or already graded for these files
 
     def _finish_unread(self, job: Job, reasons: str) -> None:
         self.in_flight.pop(job.arrival.source_id, None)
+        shutil.rmtree(self.workdir / f"collect{job.serial}", ignore_errors=True)
         note = f"Not graded: {reasons}."
         self._write_notes(job.arrival, "Not graded", note)
         self.state.finish(job.arrival.source_id, job.arrival.fingerprint, counted=False, note=note)
@@ -249,7 +256,8 @@ class Watch:
     def _judge(self, job: Job) -> list[tuple[Key, ExerciseSubmission, ExerciseResult]]:
         """In a worker thread: the sandboxed runs and the verdicts (no gradebook)."""
         judge_dir = self.workdir / "judge"
-        return [(key, part, self.judge.grade(part.exercise, part.folder, judge_dir)) for key, part in job.parts]
+        return [(key, part, self.judge.grade(part.exercise, part.folder, judge_dir)) for key, part in job.parts
+                if part.status != UNREADABLE]
 
     def _collect_finished(self, timeout: float) -> None:
         futures = {job.future: job for job in self.in_flight.values()}
@@ -266,6 +274,11 @@ class Watch:
 
     def _finish(self, job: Job, results: list[tuple[Key, ExerciseSubmission, ExerciseResult]]) -> None:
         del self.in_flight[job.arrival.source_id]
+        shutil.rmtree(self.workdir / f"collect{job.serial}", ignore_errors=True)   # the grader's own copies
+        for key, part in job.parts:
+            if part.status == UNREADABLE:   # handed in, not readable: its reason is the result, as in grade
+                self.gradebook.record(key, points=0.0, max_points=part.exercise.points, status=UNREADABLE,
+                                      reason=part.problem, verdicts=unreadable_verdicts(part))
         for key, part, result in results:
             self.gradebook.record(key, points=result.points, max_points=result.max_points,
                                   status=result.status, reason=part.problem or result.reason,
