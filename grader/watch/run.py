@@ -227,10 +227,13 @@ class Watch:
         try:
             found = job.future.result()
         except Exception as exc:  # noqa: BLE001 - one student's files never stop the watch
+            self.out.write(f"watch: {visible(job.arrival.path.name)}: {type(exc).__name__}: {visible(str(exc))}\n")
             self._finish_unread(job, internal_reason(exc))
             return
         for submission in found:
             job.problems += submission.problems
+            for problem in submission.problems:   # the details the student's page leaves out
+                self.out.write(f"watch: {visible(job.arrival.path.name)}: {visible(problem, 300)}\n")
             for part in submission.exercises.values():
                 key = Key(submission.student, part.exercise.id, part.content_hash or MISSING_HASH,
                           self.course.course.version)
