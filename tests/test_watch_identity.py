@@ -87,6 +87,18 @@ def test_a_plain_folders_lookalike_ids_share_one_hourly_limit(tmp_path):
     assert "one identity" in done.stderr
 
 
+def test_a_plain_folder_with_a_roster_refuses_ids_not_on_it(tmp_path):
+    from grader.watch.sources import PlainFolder
+
+    for student in ("bob", "Bob.", "mallory2"):
+        (tmp_path / "subs" / student).mkdir(parents=True)
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student_id\nbob\n")
+    found = {a.student: a for a in PlainFolder(tmp_path / "subs", settle=False, roster=read_roster(roster)).poll()}
+    assert found["bob"].refusal == "" and {a.identity for a in found.values()} == {"bob", "mallory2"}
+    assert "looks like 'bob'" in found["Bob."].refusal and found["mallory2"].refusal == "not on the roster"
+
+
 def test_grade_flags_ids_of_one_identity(tmp_path):
     subs = tmp_path / "subs"
     for student in ("S1", "s1"):
