@@ -53,6 +53,11 @@ def test_a_roster_with_two_ids_of_one_identity_or_a_bad_user_is_refused(tmp_path
     roster.write_text("name\nbob\n")
     with pytest.raises(RosterError, match="student_id"):
         read_roster(roster)
+    (tmp_path / "subs").mkdir()
+    done = subprocess.run([sys.executable, "-m", "grader", "watch", str(tmp_path / "subs"), "--once", "--roster",
+                           str(roster), "--db", str(tmp_path / "g.db")], cwd=REPO_ROOT, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 2 and "--roster" in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
 def test_ownership_is_the_proof_and_no_unix_user_is_a_refusal(tmp_path):
