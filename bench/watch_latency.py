@@ -171,9 +171,14 @@ def main() -> None:
             # nbgrader's cycle over the singles' submissions, before the burst is submitted
             # (the watch is idle meanwhile: it only looks at the inbound folder).
             cycle = {step: world.run("-m", "nbgrader", step, assignment.id, cwd=world.course_dir)
-                     for step in ("collect", "autograde", "generate_feedback", "release_feedback")}
+                     for step in ("collect", "autograde", "generate_feedback")}
             with ThreadPoolExecutor(max_workers=8) as pool:
                 burst_s = list(pool.map(lambda item: submit_and_wait(*item), burst.items()))
+            # Released last: once nbgrader's final feedback is out, watch leaves the
+            # assignment alone (it never writes over released feedback). It releases
+            # the singles' feedback only (the only feedback generated).
+            cycle["release_feedback"] = world.run("-m", "nbgrader", "release_feedback", assignment.id,
+                                                  cwd=world.course_dir)
         finally:
             watch.terminate()
             watch.wait()
