@@ -146,14 +146,6 @@ def test_a_forged_inbound_folder_is_refused_and_never_touches_the_real_students_
     assert "Graded at" in page.read_text()
 
 
-def test_without_a_unix_user_for_the_id_nothing_is_graded(nbgrader_class, tmp_path):
-    world, students, hand_in, _ = nbgrader_class
-    hand_in(students.user("ann"), REFERENCE, student="ann")   # no unix user is named "ann", and no roster
-    db = tmp_path / "grades.db"
-    done = _watch("--exchange", str(world.exchange), "--db", str(db), env=world.env)
-    assert _graded(db) == {} and "no unix user 'ann'" in done.stderr and "1 refused" in done.stderr
-
-
 def test_watch_started_after_nbgrader_released_feedback_overwrites_nothing(nbgrader_class, tmp_path):
     world, students, hand_in, nbgrader = nbgrader_class
     ann = students.user("ann")
