@@ -12,7 +12,7 @@ Chinese); a submission held by the hourly limit or superseded gets a short
 page that says so. Pages are written to a temporary name and renamed, so a
 student never fetches half a page. A page is written only where there is
 none, or where the page is one watch wrote (its digest is in the watch
-state): nbgrader's released feedback, or anything else put there, is never
+state, or its second line is :data:`WATCH_MARK`): nbgrader's released feedback, or anything else put there, is never
 replaced (issue 34).
 """
 from __future__ import annotations
@@ -29,6 +29,11 @@ from grader.intake.bounded_read import read_bounded
 from grader.watch.sources import Arrival
 
 _MAX_PAGE = 64 << 20   # bigger than any page watch writes: something else's
+# The line after the doctype of every page watch writes: a page with it is
+# watch's own even when the state that recorded its digest is gone (a new
+# --db). nbconvert's pages (nbgrader's feedback) start with their own head,
+# so no text of a student's notebook can stand there.
+WATCH_MARK = "<!-- written by grader watch -->"
 
 
 def nbgrader_feedback_path(arrival: Arrival, notebook_id: str) -> Path:
@@ -83,7 +88,15 @@ def ours_or_absent(path: Path, state) -> bool:
         data = read_bounded(path, _MAX_PAGE)
     except OSError:
         return False
-    return len(data) <= _MAX_PAGE and state.wrote_page(str(path), _digest(data))
+    if len(data) > _MAX_PAGE:
+        return False
+    lines = data.split(b"\n", 2)
+    return (len(lines) > 1 and lines[1] == WATCH_MARK.encode()) or state.wrote_page(str(path), _digest(data))
+
+
+def _marked(html: str) -> str:
+    first, _, rest = html.partition("\n")
+    return f"{first}\n{WATCH_MARK}\n{rest}"
 
 
 def write_owned_page(path: Path, html: str | Markup, state) -> bool:
@@ -91,7 +104,7 @@ def write_owned_page(path: Path, html: str | Markup, state) -> bool:
     written) otherwise."""
     if not ours_or_absent(path, state):
         return False
-    text = str(html)
+    text = _marked(str(html))
     state.record_page(str(path), _digest(text.encode("utf-8")))   # before: a crash between leaves it ours
     write_page(path, text)
     return True
