@@ -43,11 +43,16 @@ class UnixStudents:
     def user(self, name: str) -> str:
         """The unix account of student ``name`` (made if missing), with its home."""
         account = f"{PREFIX}{name}"[:32]
-        try:
-            pwd.getpwnam(account)
-        except KeyError:
-            subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
-                            "--shell", "/usr/sbin/nologin", account], check=True, capture_output=True)
+        for _ in range(20):   # tests in parallel workers may add users at once (passwd's lock)
+            try:
+                pwd.getpwnam(account)
+                break
+            except KeyError:
+                subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent",
+                                "--shell", "/usr/sbin/nologin", account], capture_output=True)
+                time.sleep(0.1)
+        else:
+            raise AssertionError(f"useradd {account} did not make the user")
         home = self.root / "homes" / account
         home.mkdir(parents=True, exist_ok=True)
         entry = pwd.getpwnam(account)
