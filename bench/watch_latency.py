@@ -18,6 +18,20 @@ has computed the references), then:
   per notebook; running it on N here would take minutes), marked as such.
 
 Submissions alternate between the reference and a pitfall variant.
+
+Who handed in is proved by the inbound folder's owner (grader/intake/identity.py),
+so the nbgrader run makes one unix user per student (``gwatch<student>``,
+left in place for the next run) and runs their nbgrader commands as that
+user (as root; tests/unix_students.py).
+
+    python bench/watch_latency.py --hostile [--students 6] [--folders 100000]
+
+runs only the hostile comparison, on a plain folder: students drop their
+folder one at a time (an atomic rename) and wait for their feedback page,
+first alone (quiet), then beside three hostile students who hand in a 4 GiB
+sparse file beside their module, 100,000 empty folders, and a FIFO, and keep
+touching them. The quiet and hostile medians are printed side by side; the
+others' median must stay within 2x of the quiet one.
 """
 from __future__ import annotations
 
@@ -34,6 +48,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests"))   # unix_students: the students as unix users
 
 from grader.course import load_course  # noqa: E402
 from grader.course.pitfalls import load_variants  # noqa: E402
@@ -71,7 +86,14 @@ def main() -> None:
     parser.add_argument("-e", "--exercise", default="01")
     parser.add_argument("--singles", type=int, default=5, help="submissions one at a time")
     parser.add_argument("--burst", type=int, default=50, help="submissions at once (0: none)")
+    parser.add_argument("--hostile", action="store_true", help="only the quiet vs hostile comparison (plain folder)")
+    parser.add_argument("--students", type=int, default=6, help="--hostile: submissions in each phase")
+    parser.add_argument("--folders", type=int, default=100_000, help="--hostile: the hostile student's empty folders")
     args = parser.parse_args()
+    if args.hostile:
+        from watch_hostile import hostile_comparison
+
+        raise SystemExit(hostile_comparison(load_course().exercise(args.exercise), args.students, args.folders))
     import nbformat
 
     from grader.release.common import answer_cell_id
@@ -83,8 +105,17 @@ def main() -> None:
     course_id = course.release["nbgrader"]["course_id"]
     reference = (REPO / "solutions" / exercise.folder / exercise.module).read_text()
     variants = [v.source for v in load_variants(exercise, REPO).values()]
+    if os.geteuid() != 0:
+        raise SystemExit("the nbgrader run makes one unix user per student (ownership proves who handed in): "
+                         "run it as root, or run --hostile")
+    from unix_students import UnixStudents
+
     with tempfile.TemporaryDirectory(prefix="bench-watch-") as tmp:
+        Path(tmp).chmod(0o755)   # the students reach the exchange and their homes
         world = World(Path(tmp), course_id)
+        world.exchange.chmod(0o777)
+        students = UnixStudents(Path(tmp), world.env)
+        accounts: dict[str, str] = {}
         world.run("-m", "ipykernel", "install", "--user", "--name", "python3", cwd=world.home)
         small = course.model_copy(update={"assignments": [assignment.model_copy(update={"exercises": [exercise.id]})]})
         write_course(small, REPO, world.course_dir, assignment_ids=[assignment.id], exchange=world.exchange)
@@ -92,9 +123,10 @@ def main() -> None:
         world.run("-m", "nbgrader", "release_assignment", assignment.id, cwd=world.course_dir)
 
         def prepare(student: str, i: int) -> Path:
-            workdir = Path(tmp) / "students" / student
-            workdir.mkdir(parents=True)
-            world.run("-m", "nbgrader", "fetch_assignment", assignment.id, *world.exchange_args, cwd=workdir)
+            account = accounts[student] = students.user(student)
+            workdir = students.workdir(account)
+            students.run(account, "-m", "nbgrader", "fetch_assignment", assignment.id, *world.exchange_args,
+                         f"--student={student}", cwd=workdir)
             path = workdir / assignment.id / f"{exercise.folder}.ipynb"
             notebook = nbformat.read(path, as_version=4)
             (cell,) = [c for c in notebook.cells
@@ -104,10 +136,10 @@ def main() -> None:
             return workdir
 
         def submit_and_wait(student: str, workdir: Path) -> float:
-            world.run("-m", "nbgrader", "submit", assignment.id, *world.exchange_args, f"--student={student}",
-                      cwd=workdir)
+            students.run(accounts[student], "-m", "nbgrader", "submit", assignment.id, *world.exchange_args,
+                         f"--student={student}", cwd=workdir)
             submitted = time.perf_counter()
-            cache = world.home / ".local/share/jupyter/nbgrader_cache" / course_id
+            cache = Path(tmp) / "homes" / accounts[student] / ".local/share/jupyter/nbgrader_cache" / course_id
             (secret_file,) = cache.glob(f"{student}+{assignment.id}+*/submission_secret.txt")
             digest = hashlib.md5(secret_file.read_text().encode() + exercise.folder.encode()).hexdigest()  # noqa: S324
             page = world.exchange / course_id / "feedback" / f"{digest}.html"
@@ -123,8 +155,11 @@ def main() -> None:
         graded: dict[str, float] = {}
         singles = {f"single{i:02d}": prepare(f"single{i:02d}", i) for i in range(args.singles)}
         burst = {f"burst{i:03d}": prepare(f"burst{i:03d}", i) for i in range(args.burst)}
+        roster = Path(tmp) / "roster.csv"
+        roster.write_text("student_id,unix_user\n" + "".join(f"{s},{a}\n" for s, a in accounts.items()))
         watch = subprocess.Popen([sys.executable, "-m", "grader", "watch", "--exchange", str(world.exchange),
-                                  "-e", exercise.id, "--db", str(Path(tmp) / "grades.db"), "--per-hour", "1000"],
+                                  "-e", exercise.id, "--db", str(Path(tmp) / "grades.db"), "--per-hour", "1000",
+                                  "--roster", str(roster)],
                                  cwd=REPO, env=world.env, stderr=subprocess.PIPE, text=True)
         try:
             line = watch.stderr.readline()  # "watching ..." once the references are computed
@@ -136,9 +171,14 @@ def main() -> None:
             # nbgrader's cycle over the singles' submissions, before the burst is submitted
             # (the watch is idle meanwhile: it only looks at the inbound folder).
             cycle = {step: world.run("-m", "nbgrader", step, assignment.id, cwd=world.course_dir)
-                     for step in ("collect", "autograde", "generate_feedback", "release_feedback")}
+                     for step in ("collect", "autograde", "generate_feedback")}
             with ThreadPoolExecutor(max_workers=8) as pool:
                 burst_s = list(pool.map(lambda item: submit_and_wait(*item), burst.items()))
+            # Released last: once nbgrader's final feedback is out, watch leaves the
+            # assignment alone (it never writes over released feedback). It releases
+            # the singles' feedback only (the only feedback generated).
+            cycle["release_feedback"] = world.run("-m", "nbgrader", "release_feedback", assignment.id,
+                                                  cwd=world.course_dir)
         finally:
             watch.terminate()
             watch.wait()

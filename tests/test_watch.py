@@ -16,6 +16,7 @@ import pytest
 from grader.course import REPO_ROOT, load_course
 from grader.gradebook import Gradebook
 from grader.watch.state import Pending, WatchState, fair_order
+from unix_students import nbgrader_class  # noqa: F401 - a fixture
 
 REFERENCE = (REPO_ROOT / "solutions" / "01_softmax" / "softmax.py").read_text()
 STUB = (REPO_ROOT / "exercises" / "01_softmax" / "softmax.py").read_text()
@@ -105,68 +106,45 @@ def test_a_plain_folder_is_graded_once_with_feedback_and_the_limit(tmp_path):
 # -- nbgrader: submit, then fetch_feedback --------------------------------------------------
 
 
-def test_nbgrader_submit_then_fetch_feedback(tmp_path):
-    nbformat = pytest.importorskip("nbformat")
-    pytest.importorskip("nbgrader")
+def test_nbgrader_submit_then_fetch_feedback(nbgrader_class, tmp_path):
+    # Each student is a unix user with a HOME of their own, as on a JupyterHub:
+    # ownership proves who handed in (grader/intake/identity.py), and
+    # nbgrader's submission cache (and so fetch_feedback) is per HOME.
     from grader.course.pitfalls import load_variants
-    from grader.release.common import answer_cell_id
-    from grader.release.nbgrader import write_course
-    from nbgrader_run import NbgraderWorld, cell_by_id
 
-    course = load_course(check_files=False)
-    world = NbgraderWorld(tmp_path)
-    attention = next(a for a in course.assignments if a.id == "attention")
-    small = course.model_copy(update={"assignments": [attention.model_copy(update={"exercises": ["01"]})]})
-    write_course(small, REPO_ROOT, world.course_dir, assignment_ids=["attention"], exchange=world.exchange)
-    world.run("-m", "nbgrader", "generate_assignment", "attention", cwd=world.course_dir)
-    world.run("-m", "nbgrader", "release_assignment", "attention", cwd=world.course_dir)
-    exchange_args = world.exchange_args(course.release["nbgrader"]["course_id"])
+    world, students, hand_in, nbgrader = nbgrader_class
+    course = load_course()
     exercise = course.exercise("01")
     variant = load_variants(exercise, REPO_ROOT)["softmax-overflow"].source
-    workdirs = {}
-
-    def as_student(student: str, *args: str) -> None:
-        # Each student has a HOME of their own, as on a JupyterHub: nbgrader's
-        # submission cache (and so fetch_feedback) is per HOME.
-        env = {**world.env, "HOME": str(tmp_path / "homes" / student)}
-        done = subprocess.run([sys.executable, "-m", "nbgrader", *args, *exchange_args, f"--student={student}"],
-                              cwd=workdirs[student], env=env, capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, done.stdout + done.stderr
-
+    accounts = {"ada": students.user("ada"), "ben": students.user("ben")}
+    roster = tmp_path / "roster.csv"
+    roster.write_text("student_id,unix_user\n" + "".join(f"{s},{a}\n" for s, a in accounts.items()))
     for student, code in {"ada": REFERENCE, "ben": variant}.items():
-        workdir = workdirs[student] = tmp_path / "students" / student
-        workdir.mkdir(parents=True)
-        (tmp_path / "homes" / student).mkdir(parents=True)
-        as_student(student, "fetch_assignment", "attention")
-        path = workdir / "attention" / f"{exercise.folder}.ipynb"
-        notebook = nbformat.read(path, as_version=4)
-        cell_by_id(notebook, answer_cell_id(exercise)).source = code
-        nbformat.write(notebook, path)
-        as_student(student, "submit", "attention")
+        hand_in(accounts[student], code, student=student)
 
     db = tmp_path / "grades.db"
-    done = _watch("--exchange", str(world.exchange), "--db", str(db), env=world.env)
+    watch = ("--exchange", str(world.exchange), "--db", str(db), "--roster", str(roster))
+    done = _watch(*watch, env=world.env)
     assert "2 graded" in done.stderr, done.stderr
     assert _graded(db) == {"ada": exercise.points, "ben": pytest.approx(_graded(db)["ben"])}
     assert 0 < _graded(db)["ben"] < exercise.points
 
-    pages = {}
-    for student, workdir in workdirs.items():
-        as_student(student, "fetch_feedback", "attention")
-        (page,) = (workdir / "attention" / "feedback").glob(f"*/{exercise.folder}.html")
-        pages[student] = _text(page)
+    def fetched(student: str) -> list[Path]:
+        nbgrader(accounts[student], "fetch_feedback", "attention", student=student)
+        folder = students.workdir(accounts[student]) / "attention" / "feedback"
+        return list(folder.glob(f"*/{exercise.folder}.html"))
+
+    pages = {student: _text(fetched(student)[0]) for student in accounts}
     assert "Graded at" in pages["ada"] and "[softmax-overflow]" not in pages["ada"]
     assert "[softmax-overflow]" in pages["ben"]
     assert course.pitfall("softmax-overflow").hint.en in pages["ben"]
 
     # A resubmission of the same files: already graded, nothing is run again, and feedback is there at once.
-    time.sleep(1.1)  # nbgrader's timestamps are to the second
-    as_student("ada", "submit", "attention")
-    again = _watch("--exchange", str(world.exchange), "--db", str(db), env=world.env)
+    hand_in(accounts["ada"], REFERENCE, student="ada")
+    again = _watch(*watch, env=world.env)
     assert "0 graded" in again.stderr
-    as_student("ada", "fetch_feedback", "attention")
-    fetched = list((workdirs["ada"] / "attention" / "feedback").glob(f"*/{exercise.folder}.html"))
-    assert len(fetched) == 2 and all("Already graded" in _text(p) or "Graded at" in _text(p) for p in fetched)
+    pages_ada = fetched("ada")
+    assert len(pages_ada) == 2 and all("Already graded" in _text(p) or "Graded at" in _text(p) for p in pages_ada)
 
 
 def test_a_watch_killed_mid_run_resumes_and_grades_each_once(tmp_path):

@@ -134,6 +134,8 @@ def watch(
     assignment: str = typer.Option(None, "--assignment", help="Only this assignment."),
     exercise: list[str] = typer.Option(None, "--exercise", "-e", help="A plain folder's exercises (repeatable)."),
     once: bool = typer.Option(False, "--once", help="Grade what is there now, then stop (cron, tests)."),
+    roster: Path = typer.Option(None, "--roster", exists=True, dir_okay=False,
+                                help="CSV: student_id and, where it differs, unix_user (who runs nbgrader submit)."),
     course: Path = CourseOption,
 ) -> None:
     """Grade each submission as it arrives (sandbox kept warm) and write its
@@ -142,7 +144,7 @@ def watch(
 
     raise typer.Exit(run_watch(folder, exchange=exchange, nbgrader_course=nbgrader_course, db=db,
                                feedback_dir=feedback, jobs=jobs, per_hour=per_hour, assignment=assignment,
-                               exercise_ids=exercise or [], once=once, course_path=course))
+                               exercise_ids=exercise or [], once=once, course_path=course, roster_path=roster))
 
 
 @app.command()

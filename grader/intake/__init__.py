@@ -7,6 +7,8 @@ Out: for each student and exercise, a ``Submission`` (the module's text, or
 
 - ``tree.py``, ``archive.py``  a folder or zip read into an index of plain files
 - ``names.py``, ``errors.py``  student ids and the fixed reasons of unreadable work
+- ``identity.py``              who handed it in: one identity per id (case, look-alikes),
+                               nbgrader inbound folders proved by their owner
 - ``bounded_read.py``          reading a file with a size bound, following no link
 - ``notebooks.py``             a module's answer cells taken out of a notebook
 - ``submissions.py``           ``collect``: the class folder into ``Submission``s

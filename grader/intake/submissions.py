@@ -35,6 +35,7 @@ from grader.intake import IntakeLimits, SubmissionTree, Unreadable, read_folder
 from grader.intake.archive import read_zip, unpack_zip_checked
 from grader.intake.errors import UNREADABLE, internal_reason, plain_path
 from grader.intake.tree import SKIPPED_FOLDERS
+from grader.intake.identity import lookalike_groups, lookalike_note
 from grader.intake.names import STUDENT_ID_RE, placeholder_id, usable_student_id, visible
 from grader.intake.notebooks import MAX_NOTEBOOK_BYTES, NotebookError, answer_from_notebook
 
@@ -293,4 +294,9 @@ def collect(submissions_dir: Path, course: Course, exercises: list[Exercise], wo
             submission = Submission(safe, entries[0], problems=[f"{type(exc).__name__}: {visible(str(exc))}"])
             submission.exercises = {e.id: unreadable(e, internal_reason(exc)) for e in exercises}
             found.append(submission)
+    # S1 and s1, or a look-alike: one identity (grader/intake/identity.py); said, on each of them.
+    for ids in lookalike_groups(s.student for s in found):
+        for submission in found:
+            if submission.student in ids:
+                submission.problems.append(lookalike_note(ids))
     return found

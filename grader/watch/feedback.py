@@ -10,7 +10,10 @@ Graded pages are the report's student page (grader/report/templates/
 student.html: per-check results and the pitfalls' hints in English and
 Chinese); a submission held by the hourly limit or superseded gets a short
 page that says so. Pages are written to a temporary name and renamed, so a
-student never fetches half a page.
+student never fetches half a page. A page is written only where there is
+none, or where the page is one watch wrote (its digest is in the watch
+state, or its second line is :data:`WATCH_MARK`): nbgrader's released feedback, or anything else put there, is never
+replaced (issue 34).
 """
 from __future__ import annotations
 
@@ -22,7 +25,15 @@ from markupsafe import Markup, escape
 
 from grader.course import Course, Exercise
 from grader.gradebook import Record
+from grader.intake.bounded_read import read_bounded
 from grader.watch.sources import Arrival
+
+_MAX_PAGE = 64 << 20   # bigger than any page watch writes: something else's
+# The line after the doctype of every page watch writes: a page with it is
+# watch's own even when the state that recorded its digest is gone (a new
+# --db). nbconvert's pages (nbgrader's feedback) start with their own head,
+# so no text of a student's notebook can stand there.
+WATCH_MARK = "<!-- written by grader watch -->"
 
 
 def nbgrader_feedback_path(arrival: Arrival, notebook_id: str) -> Path:
@@ -62,3 +73,38 @@ def write_page(path: Path, html: str | Markup) -> None:
     temporary.write_text(str(html), encoding="utf-8")
     os.chmod(temporary, 0o644)
     os.replace(temporary, path)
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def ours_or_absent(path: Path, state) -> bool:
+    """Whether ``path`` holds nothing, or a page watch wrote (``state``:
+    the :class:`~grader.watch.state.WatchState` that recorded it)."""
+    if not os.path.lexists(path):
+        return True
+    try:
+        data = read_bounded(path, _MAX_PAGE)
+    except OSError:
+        return False
+    if len(data) > _MAX_PAGE:
+        return False
+    lines = data.split(b"\n", 2)
+    return (len(lines) > 1 and lines[1] == WATCH_MARK.encode()) or state.wrote_page(str(path), _digest(data))
+
+
+def _marked(html: str) -> str:
+    first, _, rest = html.partition("\n")
+    return f"{first}\n{WATCH_MARK}\n{rest}"
+
+
+def write_owned_page(path: Path, html: str | Markup, state) -> bool:
+    """:func:`write_page`, where :func:`ours_or_absent`; False (nothing
+    written) otherwise."""
+    if not ours_or_absent(path, state):
+        return False
+    text = _marked(str(html))
+    state.record_page(str(path), _digest(text.encode("utf-8")))   # before: a crash between leaves it ours
+    write_page(path, text)
+    return True

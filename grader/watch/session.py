@@ -19,7 +19,9 @@ from grader.watch.state import WatchState
 
 def run_watch(folder: Path | None, *, exchange: Path | None, nbgrader_course: str | None, db: Path,
               feedback_dir: Path | None, jobs: int, per_hour: int | None, assignment: str | None,
-              exercise_ids: list[str], once: bool, course_path: Path) -> int:
+              exercise_ids: list[str], once: bool, course_path: Path, roster_path: Path | None = None) -> int:
+    from grader.intake.identity import RosterError, read_roster
+
     err = sys.stderr
     try:
         course = load_course(course_path)
@@ -28,6 +30,11 @@ def run_watch(folder: Path | None, *, exchange: Path | None, nbgrader_course: st
         return EXIT_BAD_INPUT
     if folder is None and exchange is None:
         err.write("grader watch: give a submissions folder, --exchange, or both\n")
+        return EXIT_BAD_INPUT
+    try:
+        roster = read_roster(roster_path) if roster_path is not None else None
+    except RosterError as exc:
+        err.write(f"{exc}\n")
         return EXIT_BAD_INPUT
     assignments = {a.id: a for a in course.assignments}
     if assignment and assignment not in assignments:
@@ -55,9 +62,9 @@ def run_watch(folder: Path | None, *, exchange: Path | None, nbgrader_course: st
 
     sources: list = []
     if folder is not None:
-        sources.append(PlainFolder(folder, settle=not once))
+        sources.append(PlainFolder(folder, settle=not once, roster=roster))
     if exchange is not None:
-        sources.append(NbgraderInbound(exchange, course_id))
+        sources.append(NbgraderInbound(exchange, course_id, roster))
     watched = plain_exercises if folder is not None else []
     if exchange is not None:
         watched += [course.exercise(i) for a in course.assignments if not assignment or a.id == assignment

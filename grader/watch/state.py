@@ -6,7 +6,12 @@ per-student hourly limit counts the gradings before the restart too.
 The queue is this table: the pending rows. It is bounded by the submissions
 on disk, not by memory, and :meth:`WatchState.next_pending` picks fairly:
 the student served longest ago first, so one student's fifty submissions
-wait behind everyone else's first.
+wait behind everyone else's first. The ``student`` column holds the
+identity (grader/intake/identity.py), so ``Mallory`` and ``mallory.`` share
+one hourly limit and one place in the queue.
+
+``watch_pages`` remembers the digest of every feedback page watch wrote, so
+it never replaces a page it did not write (nbgrader's released feedback).
 """
 from __future__ import annotations
 
@@ -21,7 +26,7 @@ CREATE TABLE IF NOT EXISTS watch_submissions (
     source_id   TEXT PRIMARY KEY,
     student     TEXT NOT NULL,
     fingerprint TEXT NOT NULL,
-    status      TEXT NOT NULL,      -- pending, done, superseded
+    status      TEXT NOT NULL,      -- pending, done, superseded, refused (not proved to be the student's)
     seen_at     REAL NOT NULL,      -- when this fingerprint was first seen
     done_at     REAL,
     counted     INTEGER NOT NULL DEFAULT 0,  -- it used one of the student's graded submissions
@@ -33,6 +38,11 @@ CREATE TABLE IF NOT EXISTS watch_gradings (     -- one row per graded submission
     done_at REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS watch_gradings_by_student ON watch_gradings (student, done_at);
+CREATE TABLE IF NOT EXISTS watch_pages (        -- the feedback pages watch wrote, by content
+    path   TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    PRIMARY KEY (path, digest)
+);
 """
 HOUR_S = 3600.0
 
@@ -115,6 +125,24 @@ class WatchState:
             rows = self._db.execute("SELECT student, MAX(done_at) FROM watch_submissions "
                                     "WHERE done_at IS NOT NULL GROUP BY student").fetchall()
         return {student: at for student, at in rows}
+
+    def wrote_page(self, path: str, digest: str) -> bool:
+        """Whether the page at ``path`` holding ``digest`` is one watch wrote."""
+        with self._lock:
+            row = self._db.execute("SELECT 1 FROM watch_pages WHERE path = ? AND digest = ?",
+                                   (path, digest)).fetchone()
+        return row is not None
+
+    def record_page(self, path: str, digest: str) -> None:
+        with self._lock:
+            self._db.execute("INSERT OR IGNORE INTO watch_pages (path, digest) VALUES (?, ?)", (path, digest))
+
+    def refused(self) -> list[tuple[str, str]]:
+        """The submissions not graded as the student their name says: (source, why)."""
+        with self._lock:
+            rows = self._db.execute("SELECT source_id, note FROM watch_submissions WHERE status = 'refused' "
+                                    "ORDER BY seen_at, source_id").fetchall()
+        return [(source, note) for source, note in rows]
 
     def counts(self) -> dict[str, int]:
         with self._lock:
