@@ -287,3 +287,70 @@ def cached_placement(module: ModuleType, config: dict, idx: torch.Tensor, prefil
         return torch.cat([first, step], dim=1)
 
     return placement(lambda: gpt_module.GPT(**config), (idx, pad_mask), call=run)
+
+
+# --- the work a cache saves, measured by the grader from outside ------------
+# The grader reads the child's CPU time around each of these calls (each is
+# sent alone: grader/sandbox/cputime.py); the probes only make the calls and
+# return values that the grader compares with the reference's. One thread:
+# a second one's spinning would be counted as work. The model and the sizes
+# are the check's (grader/checks/kv_cache.py).
+_KEPT: dict[str, tuple] = {}   # cost_prefill -> cost_steps: the model and the cache between two calls
+
+
+class _OneThread:
+    def __enter__(self) -> None:
+        self.threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+
+    def __exit__(self, *exc: object) -> None:
+        torch.set_num_threads(self.threads)
+
+
+@torch.no_grad()
+def cost_prefill(module: ModuleType, config: dict, seed: int, idx: torch.Tensor) -> dict:
+    """forward_cached of the prompt ``idx`` (b, P) into a new cache, which
+    is kept with the model for :func:`cost_steps`: the last position's logits."""
+    gpt, cache = model(module, config, seed), new_cache(module, config)
+    with _OneThread():
+        logits = module.forward_cached(gpt, idx, cache)
+    _KEPT["prefilled"] = (gpt, cache)
+    return {"logits": logits[:, -1]}
+
+
+@torch.no_grad()
+def cost_steps(module: ModuleType, tokens: torch.Tensor) -> dict:
+    """After :func:`cost_prefill`: one forward_cached step per column of
+    ``tokens`` (b, S) through the kept cache, the logits of each (b, S, vocab)."""
+    gpt, cache = _KEPT.pop("prefilled")
+    with _OneThread():
+        logits = [module.forward_cached(gpt, tokens[:, t:t + 1], cache)[:, -1] for t in range(tokens.size(1))]
+    return {"logits": torch.stack(logits, dim=1)}
+
+
+@torch.no_grad()
+def cost_full(module: ModuleType, config: dict, seed: int, idx: torch.Tensor) -> dict:
+    """One full forward of the shipped model over ``idx``: what a step costs
+    when it recomputes the whole prefix (the grader's yardstick)."""
+    gpt = model(module, config, seed)
+    with _OneThread():
+        logits = full_logits(gpt, idx)
+    return {"logits": logits[:, -1]}
+
+
+@torch.no_grad()
+def cost_generation(module: ModuleType, config: dict, seed: int, idx: torch.Tensor, max_new_tokens: int) -> dict:
+    """generate_cached's tokens, one thread."""
+    gpt = model(module, config, seed)
+    with _OneThread():
+        return {"tokens": module.generate_cached(gpt, idx, max_new_tokens)}
+
+
+@torch.no_grad()
+def cost_batch(module: ModuleType, config: dict, seed: int, prompts: list[torch.Tensor], max_new_tokens: int,
+               pad_id: int) -> dict:
+    """generate_batch's outputs, one thread."""
+    gpt = model(module, config, seed)
+    with _OneThread():
+        out = module.generate_batch(gpt, prompts, max_new_tokens, pad_id)
+    return {"tokens": [torch.as_tensor(t) for t in out]}

@@ -9,15 +9,23 @@ check runs well within the per-check limits.
 """
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 
 from grader.checks import (Check, all_of, deep_close, error_type_equal, no_forbidden_calls, plain_equal, requiring,
                            tensors_close, text)
 from grader.checks.devices import device_check
 from grader.checks.gpt import block_config
-from grader.sandbox import ProbeCall
+from grader.checks.work import Cost, cheaper_than_recomputing
+from grader.sandbox import ProbeCall, RunResult
 
 PROBES = "coursekit.probes.kv_cache"
+# d_model 128, two blocks, 512 positions: a full forward costs ~80 cached
+# steps (float64, one thread), and with two blocks no shortcut short of
+# caching keys and values saves more than half of a recomputation.
+COST_CONFIG = {"vocab_size": 32, "d_model": 128, "num_heads": 4, "num_layers": 2, "context_length": 512,
+               "dropout": 0.1, "tie_weights": True}
 F64 = {"atol": 1e-9, "rtol": 1e-7}
 
 
@@ -144,6 +152,71 @@ def _device_calls(gen: torch.Generator) -> list[ProbeCall]:
     return calls
 
 
+# The cost check's sizes (the model: coursekit.probes.kv_cache.COST_CONFIG).
+COST_STEPS = 24          # single-token steps after a prefill to the context's end
+COST_NEW = 32            # tokens generated after prompts that nearly fill the context
+
+
+def _cost_calls(gen: torch.Generator) -> list[ProbeCall]:
+    """Each its own batch (the sandbox times each alone): a prefill, the
+    steps after it, one full forward (the yardstick), a generation and a
+    batched generation, all at a context of 512."""
+    config = COST_CONFIG
+    context, vocab, seed = config["context_length"], config["vocab_size"], _seed(gen)
+    idx = torch.randint(0, vocab, (1, context), generator=gen)
+    prompt = context - COST_NEW
+    prompts = [torch.randint(0, vocab - 1, (n,), generator=gen) for n in (prompt, prompt - _int(gen, 3, 9))]
+    model = {"config": config, "seed": seed}
+    return [ProbeCall(f"{PROBES}:cost_prefill", {**model, "idx": idx[:, :context - COST_STEPS]}),
+            ProbeCall(f"{PROBES}:cost_steps", {"tokens": idx[:, context - COST_STEPS:]}),
+            ProbeCall(f"{PROBES}:cost_full", {**model, "idx": idx}),
+            ProbeCall(f"{PROBES}:cost_generation", {**model, "idx": idx[:, :prompt], "max_new_tokens": COST_NEW}),
+            ProbeCall(f"{PROBES}:cost_batch", {**model, "prompts": prompts, "max_new_tokens": COST_NEW,
+                                              "pad_id": vocab - 1})]
+
+
+_RECOMPUTED = text("each step recomputed the whole prefix: a cached step must cost far less than recomputing",
+                   "每一步都重新计算了整个前缀：使用缓存的一步，开销必须远小于重新计算")
+CACHE_COST = cheaper_than_recomputing([
+    Cost(f"{PROBES}:cost_steps", f"{PROBES}:cost_full", COST_STEPS, _RECOMPUTED),
+    Cost(f"{PROBES}:cost_generation", f"{PROBES}:cost_full", COST_NEW,
+         text("generate_cached recomputed the whole prefix for each new token: with the cache, a new token must "
+              "cost far less than recomputing",
+              "generate_cached 每生成一个新 token 都重新计算了整个前缀：使用缓存时，一个新 token 的开销必须远小于重新计算")),
+    Cost(f"{PROBES}:cost_batch", f"{PROBES}:cost_full", 2 * COST_NEW,
+         text("generate_batch recomputed the whole prefix for each new token: with the cache, a new token must "
+              "cost far less than recomputing",
+              "generate_batch 每生成一个新 token 都重新计算了整个前缀：使用缓存时，一个新 token 的开销必须远小于重新计算")),
+], could_not_tell=text(
+    "could not tell whether the cache saves the work (its CPU time was too near the limit to decide on); the "
+    "instructor will review this check",
+    "无法判断缓存是否省下了计算（CPU 时间太接近界限，无法据此判定）；教师会复核这一项检查"))
+
+_SAME = deep_close(**F64)
+
+
+def _disagree(inputs: Sequence[ProbeCall], run: RunResult, expected: RunResult, probe: str) -> bool:
+    """Whether any call of ``probe`` failed or came back unlike the reference's."""
+    for i, call in enumerate(inputs):
+        if call.probe == probe and i < len(run.calls) and i < len(expected.calls):
+            if not run.calls[i].ok or _SAME(run.calls[i].value, expected.calls[i].value) is not None:
+                return True
+    return False
+
+
+def _cache_cost(inputs: Sequence[ProbeCall], run: RunResult, expected: RunResult) -> str | None:
+    """The cost calls' values must be the reference's (a submission that
+    recomputes on small inputs and returns anything cheap at 512 positions
+    fails here), unless forward_cached is already wrong on the small inputs
+    of 14-steps and 14-chunks: then its mistake is judged there, and the
+    work it does still counts as caching. Then the work (CACHE_COST)."""
+    cost_probes = {call.probe for call in _cost_calls(torch.Generator().manual_seed(0))}
+    if not _disagree(inputs, run, expected, f"{PROBES}:steps") and any(
+            _disagree(inputs, run, expected, probe) for probe in cost_probes):
+        return "wrong values"
+    return CACHE_COST(inputs, run, expected)
+
+
 CHECKS = requiring([
     Check(
         id="14-steps",
@@ -237,7 +310,26 @@ CHECKS = requiring([
                        plain_equal("concatenated", reason="append does not return all keys and values so far")),
         seed=7,
     ),
+    Check(
+        id="14-cache-cost",
+        weight=2,
+        message=text("the cache saves the work: at a context of 512, a cached step, generate_cached and "
+                     "generate_batch cost far less CPU time than recomputing the prefix (measured by the grader)",
+                     "缓存确实省下了计算：在 512 的上下文长度下，缓存的一步、generate_cached 和 generate_batch "
+                     "所用的 CPU 时间都远少于重新计算前缀（由评分程序测量）"),
+        calls=_cost_calls,
+        compare=lambda submitted, expected: None,   # the values: in the run rule, beside the steps'
+        run_rule=_cache_cost,
+        measured=True,
+        seed=9,
+    ),
     device_check("14-device", _device_calls, owner="forward_cached", pitfalls=(), seed=8),
     no_forbidden_calls("14", requires=("14-steps",)),
-], {"14-context-limit": ("14-steps",), "14-batch-too-long": ("14-batch",), "14-cache": ("14-steps",),
-    "14-device": ("14-steps",)})
+], {
+    # Values right without the work are not the exercise: every check pays
+    # only once a cached step is measured to cost far less than recomputing.
+    "14-steps": ("14-cache-cost",), "14-chunks": ("14-cache-cost",), "14-generate": ("14-cache-cost",),
+    "14-padding": ("14-cache-cost",), "14-batch": ("14-cache-cost",), "14-cache-cost": ("14-steps",),
+    "14-context-limit": ("14-steps", "14-cache-cost"), "14-batch-too-long": ("14-batch", "14-cache-cost"),
+    "14-cache": ("14-steps", "14-cache-cost"), "14-device": ("14-steps", "14-cache-cost"),
+    "14-no-forbidden-calls": ("14-cache-cost",)})

@@ -16,7 +16,7 @@ import selectors
 import signal
 import time
 
-from grader.sandbox import wire
+from grader.sandbox import cputime, wire
 from grader.sandbox.model import CallResult, Limits, RunResult
 
 _TEXT_LIMIT = 500
@@ -55,6 +55,10 @@ class RunState:
         self.output = {1: bytearray(), 2: bytearray()}
         self._reader = wire.FrameReader()
         self._bell_bytes = 0
+        # Work measured from outside: the child's pid (set by the client once
+        # it runs) and its CPU reading when a batch of one call was sent.
+        self.pid: int | None = None
+        self._cpu_before: cputime.Reading | None = None
 
     # -- I/O ------------------------------------------------------------------
 
@@ -162,10 +166,15 @@ class RunState:
         if i < self._batch_end:
             self.current = i
             return
+        if self._cpu_before is not None and i:  # a batch of one call, answered now
+            self.calls[-1].cpu_s = cputime.spent(self._cpu_before, cputime.read(self.pid))
+            self._cpu_before = None
         if self._sent_batches < len(self._batches):
             count, frame = self._batches[self._sent_batches]
             self._sent_batches += 1
             self.current, self._batch_end = i, i + count
+            if count == 1 and self.pid is not None:  # the child waits for it: nothing of its own runs now
+                self._cpu_before = cputime.read(self.pid)
             self._queue(frame)
         else:
             self.current = None
