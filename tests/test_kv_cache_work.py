@@ -1,0 +1,103 @@
+"""Exercise 14 pays for a cache that caches (issue 36): values right
+without the work earn nothing. The grader measures from outside the child
+what a cached step, generate_cached and generate_batch cost at a context of
+512 (grader/checks/work.py), against the reference's costs in its own run;
+every other check of 14 counts only once that passes. Attacks written as a
+student would: a "cache" of token ids that recomputes the whole prefix at
+every step, and stubs left in place with generation by recomputation."""
+from __future__ import annotations
+
+import pytest
+
+from grader.checks.work import verdict
+from grader.course import REPO_ROOT
+from grader.intake.submissions import assemble
+
+REFERENCE = (REPO_ROOT / "solutions" / "14_kv_cache" / "kv_cache.py").read_text()
+RECOMPUTED = "each step recomputed the whole prefix"
+
+# Keeps the token ids (and the padding mask) and runs the whole prefix through
+# a fresh real cache at every call: every value right, nothing saved.
+TOKEN_ID_CACHE = REFERENCE.replace("KVCache", "_RealCache").replace(
+    "def forward_cached(", "def _forward_from_scratch(").replace(
+    "forward_cached(model", "_forward_from_scratch(model") + '''
+
+class KVCache(_RealCache):
+    def __init__(self, num_layers, context_length):
+        super().__init__(num_layers, context_length)
+        self.ids = None
+
+    def __len__(self):
+        return 0 if self.ids is None else self.ids.size(1)
+
+
+def forward_cached(model, idx, cache, pad_mask=None):
+    everything = idx if cache.ids is None else torch.cat([cache.ids, idx], dim=1)
+    if everything.size(1) > cache.context_length:
+        raise ValueError("past the context")
+    logits = _forward_from_scratch(model, everything, _RealCache(len(model.blocks), cache.context_length), pad_mask)
+    cache.ids = everything
+    return logits[:, -idx.size(1):]
+'''
+
+# KVCache and forward_cached left as the stub has them; generation recomputes.
+STUBS_AND_RECOMPUTATION = '''
+import torch
+
+
+class KVCache:
+    def __init__(self, num_layers, context_length):
+        raise NotImplementedError
+
+
+def forward_cached(model, idx, cache, pad_mask=None):
+    raise NotImplementedError
+
+
+@torch.no_grad()
+def generate_cached(model, idx, max_new_tokens):
+    for _ in range(max_new_tokens):
+        logits = model(idx[:, -model.context_length:])
+        idx = torch.cat([idx, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    return idx
+
+
+@torch.no_grad()
+def generate_batch(model, prompts, max_new_tokens, pad_id):
+    if max(len(p) for p in prompts) + max_new_tokens > model.context_length:
+        raise ValueError("too long")
+    return [generate_cached(model, p[None], max_new_tokens)[0] for p in prompts]
+'''
+
+
+def _grade(course, judge, source: str, tmp_path):
+    exercise = course.exercise("14")
+    folder = assemble(exercise, source.encode(), tmp_path / "submission", course)
+    return judge.grade(exercise, folder, tmp_path / "work")
+
+
+def test_the_rule_decides_only_far_from_its_threshold():
+    # cheap 10, full 1000: threshold 100, no verdict between 50 and 200
+    assert [verdict(s, 10, 1000) for s in (12, 49, 51, 199, 201, 900)] == \
+        ["pass", "pass", "could not tell", "could not tell", "fail", "fail"]
+    assert verdict(10, 10, 50) == "could not tell"      # the reference shows no gap here
+    assert verdict(None, 10, 1000) == "could not tell"  # /proc could not tell
+
+
+@pytest.mark.parametrize("source", [TOKEN_ID_CACHE, STUBS_AND_RECOMPUTATION], ids=["token-ids", "stubs"])
+def test_values_without_the_work_earn_nothing(course, judge, source, tmp_path):
+    result = _grade(course, judge, source, tmp_path)
+    assert result.points <= 0.01, [(v.check_id, v.points) for v in result.verdicts if v.points]
+    cost = next(v for v in result.verdicts if v.check_id == "14-cache-cost")
+    assert not cost.passed
+    if source is TOKEN_ID_CACHE:
+        # Every value is right: only the work is missing, and the student is told so.
+        assert RECOMPUTED in cost.reason and "重新计算" in cost.reason
+        waiting = {v.check_id for v in result.verdicts if v.kind == "requires"}
+        assert {"14-steps", "14-chunks", "14-generate", "14-padding", "14-batch"} <= waiting
+
+
+def test_a_correct_cache_written_otherwise_earns_everything(course, judge, tmp_path):
+    source = (REPO_ROOT / "tests" / "accuracy" / "14" / "ok_dict_cache_additive_mask.py").read_text()
+    result = _grade(course, judge, source, tmp_path)
+    assert result.points == pytest.approx(result.max_points), [(v.check_id, v.reason) for v in result.verdicts]
