@@ -112,7 +112,8 @@ def generation(module: ModuleType, config: dict, seed: int, idx: torch.Tensor, m
 def context_limit(module: ModuleType, config: dict, seed: int, idx: torch.Tensor) -> dict:
     """``idx`` holds context_length + 1 tokens. The exception ({"type": name
     or None}) of: appending one position to a full cache; forward_cached of
-    one token after a full prefill; and len(cache) after that attempt."""
+    one token after a full prefill; and len() of each cache after its
+    refused attempt (a refused call stores nothing)."""
     gpt = model(module, config, seed)
     context = config["context_length"]
     full = new_cache(module, config)
@@ -120,11 +121,14 @@ def context_limit(module: ModuleType, config: dict, seed: int, idx: torch.Tensor
     layer_kv = torch.zeros(idx.size(0), config["num_heads"], 1, config["d_model"] // config["num_heads"],
                            dtype=torch.float64)
     append = _error(lambda: full.append(0, layer_kv, layer_kv))
+    # A refused append stores nothing: the full cache still holds context_length positions.
+    after_refusal = len(full)
     cache = new_cache(module, config)
     module.forward_cached(gpt, idx[:, :context], cache)
     forward = _error(lambda: module.forward_cached(gpt, idx[:, context:context + 1], cache))
     return {"append": {"type": append}, "forward": {"type": forward},
-            "length": len(cache) if forward is not None else None}
+            "length": len(cache) if forward is not None else None,
+            "after_refusal": after_refusal if append is not None else None}
 
 
 def _pad_run(module: ModuleType, gpt: nn.Module, config: dict, idx: torch.Tensor, pad_mask: torch.Tensor,
