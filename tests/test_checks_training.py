@@ -170,3 +170,28 @@ def test_readme_states_the_learning_tests_numbers(readme):
     assert f"{learns.MAX_HELDOUT_LOSS}" in text
     assert f"steps={probes.TRAIN_CONFIG['steps']}" in text and f"d_model={probes.GPT_CONFIG['d_model']}" in text
     assert f"lr={probes.LEARNING_RATE:g}".replace("0.01", "1e-2") in text
+
+
+FORGED_FACTS_GET_BATCH = '''
+import sys
+import torch
+
+
+def get_batch(data, batch_size, context_length, generator=None):
+    # Not random: always the first window. And it tries to write what the
+    # probe would have found into the caller's frame (issue 36).
+    caller = sys._getframe(1).f_locals
+    for name in ("facts", "result"):
+        if isinstance(caller.get(name), dict):
+            caller[name].update(every_start_drawn=True, starts_in_range=True, x_windows=True, y_next=True)
+    x = data[:context_length].repeat(batch_size, 1)
+    return x, data[1:context_length + 1].repeat(batch_size, 1)
+'''
+
+
+def test_get_batch_is_judged_on_its_returned_tensors_not_on_frames_it_rewrites(expected, tmp_path_factory):
+    source = REFERENCE_SOURCE.split("\ndef get_batch(")[0] + FORGED_FACTS_GET_BATCH
+    module = _module(source, tmp_path_factory, "forged")
+    check = next(c for c in checks.CHECKS if c.id == "13-get-batch")
+    got = _run(module, check.id)
+    assert [check.compare(g, w) for g, w in zip(got, expected[check.id])] == ["some start is never drawn"] * 3

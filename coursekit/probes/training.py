@@ -74,28 +74,45 @@ def _values(values: list) -> torch.Tensor:
 
 def batches(module: ModuleType, length: int, batch_size: int, context_length: int, draws: int, seed: int) -> dict:
     """``get_batch`` ``draws`` times on data whose values are all different
-    (each value tells its position), with a seeded generator. Facts: shapes
-    and dtypes; whether every row of x is a window of the data, whether y
-    is the window one position later (the next tokens) or x itself; whether
-    every start was possible and in range."""
+    (each value tells its position), with a seeded generator: the (x, y)
+    pairs as returned (detached; None for what is not a tensor), and the
+    data and sizes. The grader draws every fact from them in its own process
+    (grader/checks/training.py: batch_facts), never in this one."""
     gen = torch.Generator().manual_seed(seed)
     data = torch.randperm(length, generator=torch.Generator().manual_seed(seed + 1)) + 3
-    position = {int(v): i for i, v in enumerate(data)}
-    facts = {"shapes": set(), "dtypes": set(), "x_windows": True, "y_next": True, "y_is_x": True, "starts": set()}
+    pairs = []
     for _ in range(draws):
         x, y = module.get_batch(data, batch_size, context_length, generator=gen)
+        pairs.append([v.detach().clone() if isinstance(v, torch.Tensor) else None for v in (x, y)])
+    return {"pairs": pairs, "data": data, "batch_size": batch_size, "context_length": context_length}
+
+
+def batch_facts(pairs: list, data: torch.Tensor, batch_size: int, context_length: int) -> dict:
+    """What :func:`batches`' pairs show, from the tensors alone: shapes and
+    dtypes; whether every row of x is a window of the data, whether y is
+    the window one position later (or x itself); whether every start was
+    in range and every possible start drawn. The grader computes it in its
+    own process from the returned tensors; the public tests here."""
+    data, b, n = data.tolist(), batch_size, context_length
+    position = {v: i for i, v in enumerate(data)}
+    facts = {"shapes": set(), "dtypes": set(), "x_windows": True, "y_next": True, "y_is_x": True, "starts": set()}
+    for x, y in pairs:
+        if type(x) is not torch.Tensor or type(y) is not torch.Tensor:
+            facts["shapes"].add("not tensors")
+            facts["x_windows"] = facts["y_next"] = facts["y_is_x"] = False
+            continue
         facts["shapes"].add(f"{tuple(x.shape)} {tuple(y.shape)}")
         facts["dtypes"].add(f"{x.dtype} {y.dtype}")
-        if x.shape != (batch_size, context_length) or y.shape != x.shape:
+        if tuple(x.shape) != (b, n) or y.shape != x.shape:
             facts["x_windows"] = facts["y_next"] = facts["y_is_x"] = False
             continue
         facts["y_is_x"] &= bool(torch.equal(x, y))
         for row_x, row_y in zip(x.tolist(), y.tolist()):
             start = position.get(row_x[0], -1)
             facts["starts"].add(start)
-            facts["x_windows"] &= start >= 0 and row_x == data[start:start + context_length].tolist()
-            facts["y_next"] &= start >= 0 and row_y == data[start + 1:start + 1 + context_length].tolist()
-    valid = set(range(length - context_length))
+            facts["x_windows"] &= start >= 0 and row_x == data[start:start + n]
+            facts["y_next"] &= start >= 0 and row_y == data[start + 1:start + 1 + n]
+    valid = set(range(len(data) - n))
     return {"shapes": sorted(facts["shapes"]), "dtypes": sorted(facts["dtypes"]), "x_windows": facts["x_windows"],
             "y_next": facts["y_next"], "y_is_x": facts["y_is_x"], "starts_in_range": facts["starts"] <= valid,
             "every_start_drawn": facts["starts"] >= valid}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import torch
 
 from grader.checks import Check, all_of, deep_close, plain_equal, tensors_close, text
+from coursekit.probes.training import batch_facts
 from grader.sandbox import ProbeCall
 
 TRAINING = "coursekit.probes.training"
@@ -111,6 +112,18 @@ def _sample_calls(gen: torch.Generator, kind: str) -> list[ProbeCall]:
     return calls
 
 
+def _batches_ok(submitted: object, expected: object) -> str | None:
+    """The facts of both results' pairs (grader-side) equal, one reason per fact."""
+    same = all_of(plain_equal("shapes", reason="wrong shapes"), plain_equal("dtypes", reason="wrong dtypes"),
+                  plain_equal("x_windows", reason="x is not a window of the data"),
+                  plain_equal("y_next", reason="y is not the window one token later"),
+                  plain_equal("starts_in_range", reason="a start out of range"),
+                  plain_equal("every_start_drawn", reason="some start is never drawn"))
+    sizes = {"data": expected["data"], "batch_size": expected["batch_size"],
+             "context_length": expected["context_length"]}   # the reference's: the submission's may lie
+    return same(batch_facts(submitted["pairs"], **sizes), batch_facts(expected["pairs"], **sizes))
+
+
 def _sample_ok() -> object:
     return all_of(plain_equal("draws", reason="not one torch.multinomial call per new token"),
                   tensors_close("probs", atol=1e-5, rtol=1e-4, check_dtype=False),
@@ -129,11 +142,8 @@ CHECKS = [
         calls=_batch_calls,
         # One reason per fact: a failure's kind names what went wrong, and
         # only a variant that goes wrong the same way is offered as a hint.
-        compare=all_of(plain_equal("shapes", reason="wrong shapes"), plain_equal("dtypes", reason="wrong dtypes"),
-                       plain_equal("x_windows", reason="x is not a window of the data"),
-                       plain_equal("y_next", reason="y is not the window one token later"),
-                       plain_equal("starts_in_range", reason="a start out of range"),
-                       plain_equal("every_start_drawn", reason="some start is never drawn")),
+        # The facts are drawn here from the returned tensors (batch_facts).
+        compare=_batches_ok,
         pitfalls=("targets-not-shifted",),
     ),
     Check(
