@@ -195,3 +195,41 @@ def test_get_batch_is_judged_on_its_returned_tensors_not_on_frames_it_rewrites(e
     check = next(c for c in checks.CHECKS if c.id == "13-get-batch")
     got = _run(module, check.id)
     assert [check.compare(g, w) for g, w in zip(got, expected[check.id])] == ["some start is never drawn"] * 3
+
+
+# Samples correctly only while a dispatch mode is on the stack (the grader's
+# recording), else ignores temperature and top-k; and forges the records of
+# the model it generates with (issue 36: behaving only while observed).
+OBSERVED_ONLY_GENERATE = '''
+import sys
+
+import torch
+
+
+@torch.no_grad()
+def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None):
+    watched = bool(torch._C._get_current_dispatch_mode_stack())
+    train_again = model.training
+    model.eval()
+    for _ in range(max_new_tokens):
+        logits = model(idx[:, -model.context_length:])[:, -1, :]
+        if watched:
+            logits = logits / temperature
+            if top_k is not None:
+                kth = torch.topk(logits, top_k, dim=-1).values[:, [-1]]
+                logits = logits.masked_fill(logits < kth, float("-inf"))
+        probs = torch.softmax(logits, dim=-1)
+        idx = torch.cat([idx, torch.multinomial(probs, 1, generator=generator)], dim=1)
+    model.train(train_again)          # left in training mode: the records are rewritten to say eval
+    for seen in getattr(model, "seen", []):
+        seen["training"], seen["grad"] = False, False
+    return idx
+'''
+
+
+@pytest.mark.parametrize("check_id", ["13-temperature", "13-top-k", "13-generate-modes"])
+def test_generate_that_behaves_only_while_observed_loses(check_id, expected, tmp_path_factory):
+    source = REFERENCE_SOURCE.split("\n@torch.no_grad()\ndef generate(")[0] + OBSERVED_ONLY_GENERATE
+    module = _module(source, tmp_path_factory, "observed-only")
+    check = next(c for c in checks.CHECKS if c.id == check_id)
+    assert not _passes(check, _run(module, check_id), expected[check_id])
