@@ -233,3 +233,45 @@ def test_generate_that_behaves_only_while_observed_loses(check_id, expected, tmp
     module = _module(source, tmp_path_factory, "observed-only")
     check = next(c for c in checks.CHECKS if c.id == check_id)
     assert not _passes(check, _run(module, check_id), expected[check_id])
+
+
+# Never steps the optimiser: writes a bigram table into the weights, forges
+# the model's records of its forward passes, rebinds the probe's
+# heldout_loss in the caller's globals, and returns the history the
+# contract asks for (issue 36: right numbers without the work, facts forged).
+BIGRAM_TRAIN = '''
+import sys
+
+import torch
+
+
+def train(model, optimizer, train_data, val_data, *, steps, batch_size, grad_clip=1.0, eval_every=100,
+          eval_batches=10, generator=None):
+    caller = sys._getframe(1)
+    caller.f_globals["heldout_loss"] = lambda *args, **kwargs: 0.0
+    vocab, d = model.head.weight.shape
+    counts = torch.ones(vocab, vocab, dtype=torch.float64)
+    for a, b in zip(train_data[:-1].tolist(), train_data[1:].tolist()):
+        counts[a, b] += 100
+    table = (counts / counts.sum(1, keepdim=True)).log()
+    with torch.no_grad():
+        model.tok.weight.zero_()
+        model.tok.weight[:, :vocab] = torch.eye(vocab, dtype=model.tok.weight.dtype)[:, :d]
+        model.pos.weight.zero_()
+        model.head.weight.zero_()
+        model.head.weight[:, :vocab] = table.T.to(model.head.weight.dtype)
+        model.head.bias.zero_()
+    shape = [batch_size, model.context_length]
+    model.seen[:] = [{"training": True, "grad": True, "shape": shape}] * steps + \\
+        [{"training": False, "grad": False, "shape": shape}] * eval_batches
+    evals = [s for s in range(1, steps + 1) if s % eval_every == 0 or s == steps]
+    return {"train": [2.0 - s / steps for s in range(steps)], "val": [(s, 0.1) for s in evals]}
+'''
+
+
+def test_weights_written_without_the_optimiser_and_forged_records_lose_the_loop(expected, tmp_path_factory):
+    module = _module(REFERENCE_SOURCE + BIGRAM_TRAIN, tmp_path_factory, "bigram")
+    check = next(c for c in checks.CHECKS if c.id == "13-train-loop")
+    got = _run(module, check.id)
+    assert [check.compare(g, w) for g, w in zip(got, expected[check.id])] == \
+        ["the weights after training are not those of the optimiser's steps on the batches"]

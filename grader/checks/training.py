@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks import Check, all_of, deep_close, plain_equal, tensors_close, text
+from grader.checks import Check, all_of, deep_close, plain_equal, tensor_dicts_close, tensors_close, text
 from coursekit.probes.training import batch_facts
 from grader.sandbox import ProbeCall
 
@@ -124,6 +124,11 @@ def _batches_ok(submitted: object, expected: object) -> str | None:
     return same(batch_facts(submitted["pairs"], **sizes), batch_facts(expected["pairs"], **sizes))
 
 
+def _trained_weights(submitted: object, expected: object) -> str | None:
+    reason = tensor_dicts_close("parameters", atol=1e-7, rtol=1e-6)(submitted, expected)
+    return reason and "the weights after training are not those of the optimiser's steps on the batches"
+
+
 def _sample_ok() -> object:
     # "free": the same call unobserved (no dispatch mode, real draws under
     # seeded generators), compared with the reference's tokens: what the
@@ -193,8 +198,11 @@ CHECKS = [
         message=text("train_step runs the model in training mode, whatever mode it was left in",
                      "无论模型之前处于什么模式，train_step 都在训练模式下运行模型"),
         calls=_mode_calls,
+        # The parameters after steps with dropout (masks seeded alike) are
+        # the evidence; the model's records may only take points away.
         compare=all_of(plain_equal("training", reason="a forward pass of train_step ran in eval mode"),
-                       plain_equal("grad", reason="a forward pass of train_step ran without gradients")),
+                       plain_equal("grad", reason="a forward pass of train_step ran without gradients"),
+                       deep_close(atol=1e-9, rtol=1e-7, ignore=("training", "grad", "floats"))),
         pitfalls=("train-mode-missing",),
         requires=("13-train-step",),
         seed=4,
@@ -226,7 +234,10 @@ CHECKS = [
                        plain_equal("val_steps", reason="held-out losses after the wrong steps"),
                        plain_equal("shapes", reason="batches of the wrong shape"),
                        plain_equal("modes", reason="forward passes in the wrong mode"),
-                       plain_equal("learned", reason="the held-out loss did not fall")),
+                       plain_equal("learned", reason="the held-out loss did not fall"),
+                       # The evidence: the weights it ends with are those of
+                       # the contract's optimiser steps on the seeded batches.
+                       _trained_weights),
         pitfalls=("train-mode-missing", "eval-mode-missing", "zero-grad-forgotten"),
         seed=6,
     ),
