@@ -295,7 +295,7 @@ def cached_placement(module: ModuleType, config: dict, idx: torch.Tensor, prefil
 
 # --- the work a cache saves, measured by the grader from outside ------------
 # The grader reads the child's CPU time around each of these calls (each is
-# sent alone: grader/sandbox/cputime.py); the probes only make the calls and
+# sent alone: grader/sandbox/proc.py); the probes only make the calls and
 # return values that the grader compares with the reference's. One thread:
 # a second one's spinning would be counted as work. The model and the sizes
 # are the check's (grader/checks/kv_cache.py).

@@ -68,7 +68,7 @@ class CallResult:
 
     ``cpu_s``: the child's CPU seconds from the moment the grader sent this
     call until its answer came, read by the grader from ``/proc``
-    (:mod:`grader.sandbox.cputime`), never from anything the child says;
+    (:mod:`grader.sandbox.proc`), never from anything the child says;
     only for a call sent in a batch of its own (None otherwise, or where
     ``/proc`` could not tell)."""
 

@@ -16,7 +16,8 @@ import selectors
 import signal
 import time
 
-from grader.sandbox import cputime, wire
+from grader.sandbox import proc, wire
+from grader.sandbox.proc import ends_within, oom_kill_count  # noqa: F401 - the client reads them here
 from grader.sandbox.model import CallResult, Limits, RunResult
 
 _TEXT_LIMIT = 500
@@ -55,10 +56,8 @@ class RunState:
         self.output = {1: bytearray(), 2: bytearray()}
         self._reader = wire.FrameReader()
         self._bell_bytes = 0
-        # Work measured from outside: the child's pid (set by the client once
-        # it runs) and its CPU reading when a batch of one call was sent.
-        self.pid: int | None = None
-        self._cpu_before: cputime.Reading | None = None
+        self.pid: int | None = None           # the child's, set by the client: its CPU time is read from /proc
+        self._cpu_before: proc.Reading | None = None   # ... when a batch of one call was sent
 
     # -- I/O ------------------------------------------------------------------
 
@@ -167,14 +166,13 @@ class RunState:
             self.current = i
             return
         if self._cpu_before is not None and i:  # a batch of one call, answered now
-            self.calls[-1].cpu_s = cputime.spent(self._cpu_before, cputime.read(self.pid))
-            self._cpu_before = None
+            self.calls[-1].cpu_s, self._cpu_before = proc.spent(self._cpu_before, proc.read(self.pid)), None
         if self._sent_batches < len(self._batches):
             count, frame = self._batches[self._sent_batches]
             self._sent_batches += 1
             self.current, self._batch_end = i, i + count
             if count == 1 and self.pid is not None:  # the child waits for it: nothing of its own runs now
-                self._cpu_before = cputime.read(self.pid)
+                self._cpu_before = proc.read(self.pid)
             self._queue(frame)
         else:
             self.current = None
@@ -377,33 +375,3 @@ def _signame(sig: int) -> str:
         return signal.Signals(sig).name
     except ValueError:
         return "unknown"
-
-
-def oom_kill_count() -> int:
-    """The kernel's count of OOM kills since boot (``/proc/vmstat``, Linux
-    ≥ 4.13; global and cgroup OOM kills alike); 0 where unreadable."""
-    try:
-        with open("/proc/vmstat", "rb") as f:
-            for line in f:
-                if line.startswith(b"oom_kill "):
-                    return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return 0
-
-
-def ends_within(pid: int, seconds: float) -> bool:
-    """Whether process ``pid`` (unreaped: the server reaps only when asked)
-    is a zombie within ``seconds``: it has ended, whatever ended it."""
-    deadline = time.monotonic() + seconds
-    while True:
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                state = f.read().rsplit(b")", 1)[1].split()[0]
-        except (OSError, IndexError):
-            return True  # gone (or no /proc to ask): not alive as far as we can see
-        if state in (b"Z", b"X"):
-            return True
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.002)

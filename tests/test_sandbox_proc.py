@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from grader.sandbox import Limits, Sandbox, cputime
+from grader.sandbox import Limits, Sandbox, proc
 from probecalls import selftest_call, submission_folder
 
 LIMITS = Limits(timeout_s=20, cpu_s=15, memory_mb=2048, output_limit_kb=16, threads=1)
@@ -56,6 +56,6 @@ def test_calls_that_share_a_batch_get_no_figure(sandbox, tmp_path):
 
 
 def test_the_larger_of_the_two_readings_counts():
-    assert cputime.spent((1.0, 1.0), (1.5, 1.2)) == pytest.approx(0.5)   # fine
-    assert cputime.spent((1.0, 1.0), (1.1, 1.6)) == pytest.approx(0.6)   # a thread ended: coarse
-    assert cputime.spent(None, (1.0, 1.0)) is None
+    assert proc.spent((1.0, 1.0), (1.5, 1.2)) == pytest.approx(0.5)   # fine
+    assert proc.spent((1.0, 1.0), (1.1, 1.6)) == pytest.approx(0.6)   # a thread ended: coarse
+    assert proc.spent(None, (1.0, 1.0)) is None
