@@ -101,3 +101,18 @@ def test_a_correct_cache_written_otherwise_earns_everything(course, judge, tmp_p
     source = (REPO_ROOT / "tests" / "accuracy" / "14" / "ok_dict_cache_additive_mask.py").read_text()
     result = _grade(course, judge, source, tmp_path)
     assert result.points == pytest.approx(result.max_points), [(v.check_id, v.reason) for v in result.verdicts]
+
+
+def test_a_rule_that_could_not_tell_fails_the_check_as_its_own_kind_with_no_pitfall():
+    from grader.checks import COULD_NOT_TELL, Check, CouldNotTell, text
+    from grader.failures import check_failure
+    from grader.judge import NO_MISTAKE_TO_EXPLAIN
+    from grader.sandbox import CallResult, ProbeCall, RunResult
+
+    call = ProbeCall("coursekit.probes.kv_cache:cost_full", {})
+    run = RunResult("ok", [CallResult(ok=True, value=1, cpu_s=0.5)], "ok", "", "", 0.1)
+    check = Check(id="x", message=text("x", "x"), calls=lambda gen: [call], compare=lambda a, b: None,
+                  run_rule=lambda inputs, mine, reference: CouldNotTell("too near / 太接近"))
+    failure = check_failure(check, slice(0, 1), run, run, None, None, [call])
+    assert (failure.kind, failure.reason) == (COULD_NOT_TELL, "too near / 太接近")
+    assert COULD_NOT_TELL in NO_MISTAKE_TO_EXPLAIN   # graded as is: no pitfall guessed for it
