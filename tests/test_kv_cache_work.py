@@ -116,3 +116,23 @@ def test_a_rule_that_could_not_tell_fails_the_check_as_its_own_kind_with_no_pitf
     failure = check_failure(check, slice(0, 1), run, run, None, None, [call])
     assert (failure.kind, failure.reason) == (COULD_NOT_TELL, "too near / 太接近")
     assert COULD_NOT_TELL in NO_MISTAKE_TO_EXPLAIN   # graded as is: no pitfall guessed for it
+
+
+def test_a_generation_that_recomputes_loses_only_what_rests_on_it(course, judge, tmp_path):
+    """A real forward_cached, and a generate_cached that ignores it: the
+    generation's own work fails and its check waits; forward_cached's pay."""
+    head, tail = REFERENCE.split("@torch.no_grad()\ndef generate_cached(", 1)
+    source = head + '''@torch.no_grad()
+def generate_cached(model, idx, max_new_tokens):
+    for _ in range(max_new_tokens):
+        logits = model(idx[:, -model.context_length:])
+        idx = torch.cat([idx, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+    return idx
+
+
+@torch.no_grad()
+def generate_batch(''' + tail.split("@torch.no_grad()\ndef generate_batch(", 1)[1]
+    verdicts = {v.check_id: v for v in _grade(course, judge, source, tmp_path).verdicts}
+    assert "generate_cached recomputed the whole prefix" in verdicts["14-generate-cost"].reason
+    assert verdicts["14-generate"].kind == "requires"
+    assert all(verdicts[c].passed for c in ("14-steps", "14-cache-cost", "14-batch", "14-batch-cost", "14-padding"))

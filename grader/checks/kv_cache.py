@@ -15,15 +15,10 @@ from grader.checks import (Check, all_of, deep_close, error_type_equal, no_forbi
                            tensors_close, text)
 from grader.checks.devices import device_check
 from grader.checks.gpt import block_config
-from grader.checks.work import Cost, cheaper_than_recomputing
+from grader.checks.kv_cache_cost import COST_CHECKS
 from grader.sandbox import ProbeCall
 
 PROBES = "coursekit.probes.kv_cache"
-# d_model 128, two blocks, 512 positions: a full forward costs ~80 cached
-# steps (float64, one thread), and with two blocks no shortcut short of
-# caching keys and values saves more than half of a recomputation.
-COST_CONFIG = {"vocab_size": 32, "d_model": 128, "num_heads": 4, "num_layers": 2, "context_length": 512,
-               "dropout": 0.1, "tie_weights": True}
 F64 = {"atol": 1e-9, "rtol": 1e-7}
 
 
@@ -150,46 +145,6 @@ def _device_calls(gen: torch.Generator) -> list[ProbeCall]:
     return calls
 
 
-# The cost check's sizes (the model: coursekit.probes.kv_cache.COST_CONFIG).
-COST_STEPS = 24          # single-token steps after a prefill to the context's end
-COST_NEW = 32            # tokens generated after prompts that nearly fill the context
-
-
-def _cost_calls(gen: torch.Generator) -> list[ProbeCall]:
-    """Each its own batch (the sandbox times each alone): a prefill, the
-    steps after it, one full forward (the yardstick), a generation and a
-    batched generation, all at a context of 512."""
-    config = COST_CONFIG
-    context, vocab, seed = config["context_length"], config["vocab_size"], _seed(gen)
-    idx = torch.randint(0, vocab, (1, context), generator=gen)
-    prompt = context - COST_NEW
-    prompts = [torch.randint(0, vocab - 1, (n,), generator=gen) for n in (prompt, prompt - _int(gen, 3, 9))]
-    model = {"config": config, "seed": seed}
-    return [ProbeCall(f"{PROBES}:cost_prefill", {**model, "idx": idx[:, :context - COST_STEPS]}),
-            ProbeCall(f"{PROBES}:cost_steps", {"tokens": idx[:, context - COST_STEPS:]}),
-            ProbeCall(f"{PROBES}:cost_full", {**model, "idx": idx}),
-            ProbeCall(f"{PROBES}:cost_generation", {**model, "idx": idx[:, :prompt], "max_new_tokens": COST_NEW}),
-            ProbeCall(f"{PROBES}:cost_batch", {**model, "prompts": prompts, "max_new_tokens": COST_NEW,
-                                              "pad_id": vocab - 1})]
-
-
-_RECOMPUTED = text("each step recomputed the whole prefix: a cached step must cost far less than recomputing",
-                   "每一步都重新计算了整个前缀：使用缓存的一步，开销必须远小于重新计算")
-CACHE_COST = cheaper_than_recomputing([
-    Cost(f"{PROBES}:cost_steps", f"{PROBES}:cost_full", COST_STEPS, _RECOMPUTED),
-    Cost(f"{PROBES}:cost_generation", f"{PROBES}:cost_full", COST_NEW,
-         text("generate_cached recomputed the whole prefix for each new token: with the cache, a new token must "
-              "cost far less than recomputing",
-              "generate_cached 每生成一个新 token 都重新计算了整个前缀：使用缓存时，一个新 token 的开销必须远小于重新计算")),
-    Cost(f"{PROBES}:cost_batch", f"{PROBES}:cost_full", 2 * COST_NEW,
-         text("generate_batch recomputed the whole prefix for each new token: with the cache, a new token must "
-              "cost far less than recomputing",
-              "generate_batch 每生成一个新 token 都重新计算了整个前缀：使用缓存时，一个新 token 的开销必须远小于重新计算")),
-], could_not_tell=text(
-    "could not tell whether the cache saves the work (its CPU time was too near the limit to decide on); the "
-    "instructor will review this check",
-    "无法判断缓存是否省下了计算（CPU 时间太接近界限，无法据此判定）；教师会复核这一项检查"))
-
 CHECKS = requiring([
     Check(
         id="14-steps",
@@ -284,28 +239,17 @@ CHECKS = requiring([
                        plain_equal("concatenated", reason="append does not return all keys and values so far")),
         seed=7,
     ),
-    Check(
-        id="14-cache-cost",
-        weight=2,
-        message=text("the cache saves the work: at a context of 512, a cached step, generate_cached and "
-                     "generate_batch cost far less CPU time than recomputing the prefix (measured by the grader)",
-                     "缓存确实省下了计算：在 512 的上下文长度下，缓存的一步、generate_cached 和 generate_batch "
-                     "所用的 CPU 时间都远少于重新计算前缀（由评分程序测量）"),
-        calls=_cost_calls,
-        # The values first: recomputing on small inputs and returning anything
-        # cheap at 512 positions must not pass.
-        compare=deep_close(**F64),
-        run_rule=CACHE_COST,
-        measured=True,
-        seed=9,
-    ),
+    *COST_CHECKS,
     device_check("14-device", _device_calls, owner="forward_cached", pitfalls=(), seed=8),
     no_forbidden_calls("14", requires=("14-steps",)),
 ], {
-    # Values right without the work are not the exercise: every check pays
-    # only once a cached step is measured to cost far less than recomputing.
-    "14-steps": ("14-cache-cost",), "14-chunks": ("14-cache-cost",), "14-generate": ("14-cache-cost",),
-    "14-padding": ("14-cache-cost",), "14-batch": ("14-cache-cost",),
-    "14-context-limit": ("14-steps", "14-cache-cost"), "14-batch-too-long": ("14-batch", "14-cache-cost"),
+    # Values right without the work are not the exercise: each check pays only
+    # once the cached work it relies on is measured to cost far less than
+    # recomputing (grader/checks/kv_cache_cost.py).
+    "14-steps": ("14-cache-cost",), "14-chunks": ("14-cache-cost",), "14-padding": ("14-cache-cost",),
+    "14-generate": ("14-cache-cost", "14-generate-cost"), "14-batch": ("14-cache-cost", "14-batch-cost"),
+    "14-context-limit": ("14-steps", "14-cache-cost"),
+    "14-batch-too-long": ("14-batch", "14-cache-cost", "14-batch-cost"),
     "14-cache": ("14-steps", "14-cache-cost"), "14-device": ("14-steps", "14-cache-cost"),
-    "14-no-forbidden-calls": ("14-cache-cost",)})
+    "14-no-forbidden-calls": ("14-cache-cost",), "14-generate-cost": ("14-cache-cost",),
+    "14-batch-cost": ("14-cache-cost",)})
