@@ -208,7 +208,7 @@ import torch
 
 @torch.no_grad()
 def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None):
-    watched = bool(torch._C._get_current_dispatch_mode_stack())
+    watched = SWITCH
     train_again = model.training
     model.eval()
     for _ in range(max_new_tokens):
@@ -227,10 +227,18 @@ def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, generator=
 '''
 
 
-@pytest.mark.parametrize("check_id", ["13-temperature", "13-top-k", "13-generate-modes"])
-def test_generate_that_behaves_only_while_observed_loses(check_id, expected, tmp_path_factory):
-    source = REFERENCE_SOURCE.split("\n@torch.no_grad()\ndef generate(")[0] + OBSERVED_ONLY_GENERATE
-    module = _module(source, tmp_path_factory, "observed-only")
+SWITCHES = {"mode-stack": "bool(torch._C._get_current_dispatch_mode_stack())",
+            "python-dispatch": "__import__('torch.utils._python_dispatch').utils._python_dispatch"
+                               "._get_current_dispatch_mode() is not None"}
+
+
+@pytest.mark.parametrize("check_id,switch", [("13-temperature", "mode-stack"), ("13-top-k", "mode-stack"),
+                                             ("13-generate-modes", "mode-stack"),
+                                             ("13-temperature", "python-dispatch")])
+def test_generate_that_behaves_only_while_observed_loses(check_id, switch, expected, tmp_path_factory):
+    source = REFERENCE_SOURCE.split("\n@torch.no_grad()\ndef generate(")[0] + \
+        OBSERVED_ONLY_GENERATE.replace("SWITCH", SWITCHES[switch])
+    module = _module(source, tmp_path_factory, f"observed-only-{switch}")
     check = next(c for c in checks.CHECKS if c.id == check_id)
     assert not _passes(check, _run(module, check_id), expected[check_id])
 
