@@ -136,3 +136,19 @@ def generate_batch(''' + tail.split("@torch.no_grad()\ndef generate_batch(", 1)[
     assert "generate_cached recomputed the whole prefix" in verdicts["14-generate-cost"].reason
     assert verdicts["14-generate"].kind == "requires"
     assert all(verdicts[c].passed for c in ("14-steps", "14-cache-cost", "14-batch", "14-batch-cost", "14-padding"))
+
+
+def test_each_measured_call_is_sent_alone_and_the_others_by_check():
+    from grader.checks import CheckPlan
+    from grader.checks import kv_cache
+    from grader.judge import check_batches
+
+    plan = CheckPlan.build(kv_cache.CHECKS)
+    sizes, start, alone = check_batches(plan), 0, set()
+    for size in sizes:
+        if size == 1:
+            alone.add(start)
+        start += size
+    measured = {i for c in plan.checks if c.measured for i in range(plan.slices[c.id].start, plan.slices[c.id].stop)}
+    assert measured and measured <= alone
+    assert len(sizes) < len(plan.calls)   # the other checks still go a check at a time
