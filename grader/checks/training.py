@@ -1,12 +1,16 @@
 """Hidden checks of exercise 13 (a training loop, and sampling).
 
 The models are the probes' own (:class:`coursekit.probes.training.ProbeLM`,
-:class:`coursekit.probes.sampling.ScriptedLM`), tiny and seeded, and they
-record what each forward pass saw: so the checks observe modes, gradient
-recording and window lengths, never the code that sets them. Sampling is
-observed at the dispatcher, where torch.multinomial receives its
-probabilities. Training inside a check is a few SGD steps, or 60 Adam steps
-of a model with a few hundred parameters.
+:class:`coursekit.probes.sampling.ScriptedLM`), tiny and seeded. Points rest
+on what the submission returns, compared here with the reference's on
+inputs the grader chose (issue 36): get_batch's facts are computed in this
+process from its tensors; train_step and train are judged on the
+parameters they end with (batches and dropout's masks seeded); generate on
+its tokens, watched and unwatched. What the models record in the child
+(modes, gradient recording, window lengths) and what the sampling watch
+sees at the dispatcher may only take points away: a student can rewrite
+them. Training inside a check is a few SGD steps, or 60 Adam steps of a
+model with a few hundred parameters.
 """
 from __future__ import annotations
 
