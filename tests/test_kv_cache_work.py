@@ -152,3 +152,31 @@ def test_each_measured_call_is_sent_alone_and_the_others_by_check():
     measured = {i for c in plan.checks if c.measured for i in range(plan.slices[c.id].start, plan.slices[c.id].stop)}
     assert measured and measured <= alone
     assert len(sizes) < len(plan.calls)   # the other checks still go a check at a time
+
+
+# append keeps everything but returns only the new chunk (forward_cached reads
+# the cache's own lists), and makes torch.equal / torch.allclose always say
+# yes in the child: what the probe computes there about the returned tensors
+# would be forged; the grader compares the tensors themselves.
+FORGED_COMPARISONS = REFERENCE.replace(
+    "        self.keys[layer], self.values[layer] = k, v\n        return k, v",
+    "        new_k, new_v = k[..., -n_new:, :], v[..., -n_new:, :]\n"
+    "        self.keys[layer], self.values[layer] = k, v\n        return new_k, new_v").replace(
+    "        if self.keys[layer] is not None:\n            k = torch.cat(",
+    "        n_new = k.size(-2)\n        if self.keys[layer] is not None:\n            k = torch.cat(").replace(
+    "    k, v = cache.append(layer, split_heads(attn.W_key(x), attn.num_heads),\n"
+    "                        split_heads(attn.W_value(x), attn.num_heads))",
+    "    cache.append(layer, split_heads(attn.W_key(x), attn.num_heads), split_heads(attn.W_value(x), attn.num_heads))\n"
+    "    k, v = cache.keys[layer], cache.values[layer]") + '''
+
+torch.equal = lambda *args, **kwargs: True
+torch.allclose = lambda *args, **kwargs: True
+'''
+
+
+def test_append_is_judged_on_the_tensors_it_returns_not_on_comparisons_made_in_the_child(course, judge, tmp_path):
+    assert FORGED_COMPARISONS.count("n_new") == 3 and "cache.keys[layer]" in FORGED_COMPARISONS
+    verdicts = {v.check_id: v for v in _grade(course, judge, FORGED_COMPARISONS, tmp_path).verdicts}
+    assert verdicts["14-steps"].passed and verdicts["14-cache-cost"].passed
+    assert not verdicts["14-cache"].passed
+    assert verdicts["14-cache"].reason == "append does not return all keys and values so far"
