@@ -105,7 +105,7 @@ def generation(module: ModuleType, config: dict, seed: int, idx: torch.Tensor, m
     gpt = model(module, config, seed)
     before = idx.clone()
     tokens = module.generate_cached(gpt, idx, max_new_tokens)
-    return {"tokens": tokens, "inputs_unchanged": bool(torch.equal(idx, before))}
+    return {"tokens": tokens, "inputs_unchanged": bool(torch.equal(idx, before)), "inputs_after": idx.clone()}
 
 
 @torch.no_grad()
@@ -177,7 +177,8 @@ def batch(module: ModuleType, config: dict, seed: int, prompts: list[torch.Tenso
     before = [p.clone() for p in prompts]
     out = module.generate_batch(gpt, prompts, max_new_tokens, pad_id)
     return {"tokens": [torch.as_tensor(t) for t in out],
-            "inputs_unchanged": all(torch.equal(p, b) for p, b in zip(prompts, before, strict=True))}
+            "inputs_unchanged": all(torch.equal(p, b) for p, b in zip(prompts, before, strict=True)),
+            "inputs_after": [p.clone() for p in prompts]}
 
 
 @torch.no_grad()

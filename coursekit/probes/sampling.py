@@ -114,7 +114,7 @@ def sample(module: ModuleType, vocab_size: int, context_length: int, seed: int, 
     return {"free": free, "out": out.detach() if isinstance(out, torch.Tensor) else None, "probs": probs,
             "draws": len(watch.probs), "lengths": [s["length"] for s in model.seen],
             "training": sorted({s["training"] for s in model.seen}), "grad": sorted({s["grad"] for s in model.seen}),
-            "idx_unchanged": bool(torch.equal(idx, before))}
+            "idx_unchanged": bool(torch.equal(idx, before)), "idx_after": idx.clone()}
 
 
 # --- what the contract asks, written out (the public tests' oracle) -------------

@@ -159,6 +159,12 @@ def _pad_invariant(submitted: object, expected: object) -> str | None:
     return None if same else "the logits depend on the padding"
 
 
+def _unmodified(submitted: object, expected: object) -> str | None:
+    """The inputs after the call equal the reference's (untouched ones),
+    judged here on the tensors, not on the child's word."""
+    return deep_close(atol=0, rtol=0)(submitted["inputs_after"], expected["inputs_after"]) and "modified its input"
+
+
 def _returned_so_far(submitted: object, expected: object) -> str | None:
     reason = deep_close(atol=0, rtol=0)(submitted["returned"], expected["returned"])
     return reason and "append does not return all keys and values so far"
@@ -195,7 +201,8 @@ CHECKS = requiring([
                      "generate_cached 返回的 token 与完整重算的贪心解码相同，超过 context_length 时也一样"
                      "（使用最后 context_length 个 token）"),
         calls=_generate_calls,
-        compare=all_of(tensors_close("tokens"), plain_equal("inputs_unchanged", reason="modified its input")),
+        compare=all_of(tensors_close("tokens"), plain_equal("inputs_unchanged", reason="modified its input"),
+                       _unmodified),
         pitfalls=("cache-past-context", "cache-position-offset", "cache-mask-rows"),
         seed=2,
     ),
@@ -233,8 +240,8 @@ CHECKS = requiring([
         message=text("generate_batch: each prompt followed by the tokens it gets when generated alone",
                      "generate_batch：每个提示后面接的 token 与单独生成它时相同"),
         calls=_batch_calls,
-        compare=all_of(deep_close(ignore=("inputs_unchanged",)),
-                       plain_equal("inputs_unchanged", reason="modified its input")),
+        compare=all_of(deep_close(ignore=("inputs_unchanged", "inputs_after")),
+                       plain_equal("inputs_unchanged", reason="modified its input"), _unmodified),
         pitfalls=("padding-attended", "padding-positions", "softmax-all-masked-nan"),
         seed=5,
     ),

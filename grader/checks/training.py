@@ -141,7 +141,15 @@ def _sample_ok() -> object:
                   tensors_close("probs", atol=1e-5, rtol=1e-4, check_dtype=False),
                   tensors_close("out"),
                   plain_equal("idx_unchanged", reason="modified its input"),
+                  _unmodified("idx_after"),
                   _unwatched_tokens)
+
+
+def _unmodified(key: str):
+    """The inputs as they were after the call equal the reference's (which
+    leaves them alone): judged here on the tensors, not on the child's word."""
+    same = deep_close(atol=0, rtol=0)
+    return lambda submitted, expected: same(submitted[key], expected[key]) and "modified its input"
 
 
 def _unwatched_tokens(submitted: object, expected: object) -> str | None:
