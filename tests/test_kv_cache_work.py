@@ -40,6 +40,19 @@ def forward_cached(model, idx, cache, pad_mask=None):
     return logits[:, -idx.size(1):]
 '''
 
+# forward_cached caches what has no padding mask and recomputes the whole
+# prefix when one is given.
+CACHES_ONLY_UNPADDED = TOKEN_ID_CACHE.replace(
+    "def forward_cached(model, idx, cache, pad_mask=None):\n",
+    "def forward_cached(model, idx, cache, pad_mask=None):\n"
+    "    if pad_mask is None and cache.ids is None or getattr(cache, 'real', False):\n"
+    "        cache.real = True\n"
+    "        return _forward_from_scratch(model, idx, cache, pad_mask)\n").replace(
+    "        return 0 if self.ids is None else self.ids.size(1)",
+    "        if getattr(self, 'real', False):\n"
+    "            return _RealCache.__len__(self)\n"
+    "        return 0 if self.ids is None else self.ids.size(1)")
+
 # KVCache and forward_cached left as the stub has them; generation recomputes.
 STUBS_AND_RECOMPUTATION = '''
 import torch
@@ -180,3 +193,12 @@ def test_append_is_judged_on_the_tensors_it_returns_not_on_comparisons_made_in_t
     assert verdicts["14-steps"].passed and verdicts["14-cache-cost"].passed
     assert not verdicts["14-cache"].passed
     assert verdicts["14-cache"].reason == "append does not return all keys and values so far"
+
+
+def test_a_cache_that_recomputes_only_with_padding_loses_what_rests_on_padding(course, judge, tmp_path):
+    verdicts = {v.check_id: v for v in _grade(course, judge, CACHES_ONLY_UNPADDED, tmp_path).verdicts}
+    assert "with a padding mask, each step recomputed the whole prefix" in verdicts["14-padding-cost"].reason
+    assert verdicts["14-padding"].kind == "requires"
+    # Its generations run the reference's own (cached) code: they keep their points.
+    assert all(verdicts[c].passed for c in ("14-steps", "14-chunks", "14-generate", "14-batch", "14-cache-cost"))
+

@@ -316,24 +316,62 @@ class _OneThread:
 
 
 @torch.no_grad()
-def cost_prefill(module: ModuleType, config: dict, seed: int, idx: torch.Tensor) -> dict:
-    """forward_cached of the prompt ``idx`` (b, P) into a new cache, which
-    is kept with the model for :func:`cost_steps`: the last position's logits."""
-    gpt, cache = model(module, config, seed), new_cache(module, config)
-    with _OneThread():
-        logits = module.forward_cached(gpt, idx, cache)
-    _KEPT["prefilled"] = (gpt, cache)
+def cost_prefill(module: ModuleType, config: dict, seed: int, idx: torch.Tensor,
+                 pad_mask: torch.Tensor | None = None) -> dict:
+    """forward_cached of the prompt ``idx`` (b, P) into a new cache (with
+    ``pad_mask`` (b, P) when given), kept with the model for the next
+    :func:`cost_steps`: the last position's logits."""
+    _KEPT["cache"] = NotImplementedError   # until the prefill is done: a stub's steps are not implemented either
+    gpt = model(module, config, seed)
+    try:
+        cache = new_cache(module, config)
+        with _OneThread():
+            logits = module.forward_cached(gpt, idx, cache, pad_mask)
+    except NotImplementedError:
+        raise
+    except Exception:
+        _KEPT["cache"] = RuntimeError
+        raise
+    _KEPT["cache"] = (gpt, cache, pad_mask)
     return {"logits": logits[:, -1]}
+
+
+def _continue(module: ModuleType, tokens: torch.Tensor, chunk: int) -> dict:
+    """After :func:`cost_prefill` (or an earlier continuation): forward_cached
+    of ``tokens`` (b, S) in chunks of ``chunk`` tokens through the kept cache
+    (with the padding mask, when the prefill had one, grown by the new real
+    tokens): the logits (b, S, vocab). Each probe below is one timed call."""
+    kept = _KEPT.get("cache", RuntimeError)
+    if not isinstance(kept, tuple):
+        raise kept("the prefill before these steps did not complete")
+    gpt, cache, pad_mask = _KEPT.pop("cache")
+    logits = []
+    with _OneThread():
+        for t in range(0, tokens.size(1), chunk):
+            new = tokens[:, t:t + chunk]
+            if pad_mask is not None:
+                pad_mask = torch.cat([pad_mask, torch.zeros_like(new, dtype=torch.bool)], dim=1)
+            logits.append(module.forward_cached(gpt, new, cache, pad_mask))
+    _KEPT["cache"] = (gpt, cache, pad_mask)
+    return {"logits": torch.cat(logits, dim=1)}
 
 
 @torch.no_grad()
 def cost_steps(module: ModuleType, tokens: torch.Tensor) -> dict:
-    """After :func:`cost_prefill`: one forward_cached step per column of
-    ``tokens`` (b, S) through the kept cache, the logits of each (b, S, vocab)."""
-    gpt, cache = _KEPT.pop("prefilled")
-    with _OneThread():
-        logits = [module.forward_cached(gpt, tokens[:, t:t + 1], cache)[:, -1] for t in range(tokens.size(1))]
-    return {"logits": torch.stack(logits, dim=1)}
+    """One token at a time (:func:`_continue`)."""
+    return _continue(module, tokens, 1)
+
+
+@torch.no_grad()
+def cost_chunks(module: ModuleType, tokens: torch.Tensor, chunk: int) -> dict:
+    """Chunks of ``chunk`` tokens (:func:`_continue`)."""
+    return _continue(module, tokens, chunk)
+
+
+@torch.no_grad()
+def cost_padded_steps(module: ModuleType, tokens: torch.Tensor) -> dict:
+    """One token at a time after a left-padded prefill (:func:`_continue`)."""
+    return _continue(module, tokens, 1)
 
 
 @torch.no_grad()

@@ -274,10 +274,12 @@ CHECKS = requiring([
     # Values right without the work are not the exercise: each check pays only
     # once the cached work it relies on is measured to cost far less than
     # recomputing (grader/checks/kv_cache_cost.py).
-    "14-steps": ("14-cache-cost",), "14-chunks": ("14-cache-cost",), "14-padding": ("14-cache-cost",),
+    "14-steps": ("14-cache-cost",), "14-chunks": ("14-cache-cost", "14-chunks-cost"),
+    "14-padding": ("14-cache-cost", "14-padding-cost"),
     "14-generate": ("14-cache-cost", "14-generate-cost"), "14-batch": ("14-cache-cost", "14-batch-cost"),
     "14-context-limit": ("14-steps", "14-cache-cost"),
     "14-batch-too-long": ("14-batch", "14-cache-cost", "14-batch-cost"),
     "14-cache": ("14-steps", "14-cache-cost"), "14-device": ("14-steps", "14-cache-cost"),
     "14-no-forbidden-calls": ("14-cache-cost",), "14-generate-cost": ("14-cache-cost",),
-    "14-batch-cost": ("14-cache-cost",)})
+    "14-batch-cost": ("14-cache-cost",), "14-chunks-cost": ("14-cache-cost",),
+    "14-padding-cost": ("14-cache-cost",)})

@@ -26,6 +26,7 @@ COST_CONFIG = {"vocab_size": 32, "d_model": 128, "num_heads": 4, "num_layers": 2
                "dropout": 0.1, "tie_weights": True}
 COST_STEPS = 24          # single-token steps after a prefill to the context's end
 COST_NEW = 32            # tokens generated after prompts that nearly fill the context
+COST_CHUNK = 3           # tokens per chunk (14-chunks-cost)
 YARDSTICK = f"{PROBES}:cost_full"
 
 
@@ -43,9 +44,26 @@ def _step_calls(gen: torch.Generator) -> list[ProbeCall]:
     forward of the same tokens (the yardstick of a recomputation)."""
     model, context = _model(gen), COST_CONFIG["context_length"]
     idx = _tokens(gen, 1, context)
-    return [ProbeCall(f"{PROBES}:cost_prefill", {**model, "idx": idx[:, :context - COST_STEPS]}),
-            ProbeCall(f"{PROBES}:cost_steps", {"tokens": idx[:, context - COST_STEPS:]}),
+    prefill = context - 2 * COST_STEPS   # the chunks (14-chunks-cost) come after the steps
+    return [ProbeCall(f"{PROBES}:cost_prefill", {**model, "idx": idx[:, :prefill]}),
+            ProbeCall(f"{PROBES}:cost_steps", {"tokens": idx[:, prefill:prefill + COST_STEPS]}),
             ProbeCall(YARDSTICK, {**model, "idx": idx})]
+
+
+def _chunk_calls(gen: torch.Generator) -> list[ProbeCall]:
+    """Chunks of COST_CHUNK tokens, through the cache 14-cache-cost's steps
+    left (timed): only the chunks' own values and work decide here."""
+    return [ProbeCall(f"{PROBES}:cost_chunks", {"tokens": _tokens(gen, 1, COST_STEPS), "chunk": COST_CHUNK})]
+
+
+def _padded_calls(gen: torch.Generator) -> list[ProbeCall]:
+    """A left-padded prefill, then single-token steps with the padding mask (timed)."""
+    model, context = _model(gen), COST_CONFIG["context_length"]
+    idx = _tokens(gen, 1, context)
+    pad_mask = torch.zeros(1, context - COST_STEPS, dtype=torch.bool)
+    pad_mask[:, :int(torch.randint(2, 9, (1,), generator=gen))] = True
+    return [ProbeCall(f"{PROBES}:cost_prefill", {**model, "idx": idx[:, :context - COST_STEPS], "pad_mask": pad_mask}),
+            ProbeCall(f"{PROBES}:cost_padded_steps", {"tokens": idx[:, context - COST_STEPS:]})]
 
 
 def _generation_calls(gen: torch.Generator) -> list[ProbeCall]:
@@ -75,7 +93,7 @@ RECOMPUTED = text("each step recomputed the whole prefix: a cached step must cos
                   "每一步都重新计算了整个前缀：使用缓存的一步，开销必须远小于重新计算")
 
 
-def _check(check_id: str, weight: float, what: tuple[str, str], calls, cost: Cost, seed: int) -> Check:
+def _check(check_id: str, weight: float, what: tuple[str, str], calls, costs: list[Cost], seed: int) -> Check:
     return Check(
         id=check_id, weight=weight, seed=seed, measured=True,
         message=text(f"{what[0]} at a context of 512 costs far less CPU time than recomputing the prefix "
@@ -83,18 +101,30 @@ def _check(check_id: str, weight: float, what: tuple[str, str], calls, cost: Cos
                      f"在 512 的上下文长度下，{what[1]}所用的 CPU 时间远少于重新计算前缀（由评分程序测量），"
                      "且结果与参考答案相同"),
         calls=calls, compare=deep_close(**F64),
-        run_rule=cheaper_than_recomputing([cost], could_not_tell=COULD_NOT_TELL))
+        run_rule=cheaper_than_recomputing(costs, could_not_tell=COULD_NOT_TELL))
 
 
 COST_CHECKS = [
-    _check("14-cache-cost", 1, ("a cached step of forward_cached", "forward_cached 缓存的一步"), _step_calls,
-           Cost(f"{PROBES}:cost_steps", YARDSTICK, COST_STEPS, RECOMPUTED), seed=9),
+    # Each gates only the checks of what it times (grader/checks/kv_cache.py):
+    # a mistake in chunks or padding does not cost the single steps' points.
+    _check("14-cache-cost", 0.5, ("forward_cached, one token at a time after a prefill",
+                                  "预填充之后逐个 token 的 forward_cached"), _step_calls,
+           [Cost(f"{PROBES}:cost_steps", YARDSTICK, COST_STEPS, RECOMPUTED)], seed=9),
+    _check("14-chunks-cost", 0.25, ("forward_cached, chunks of 3 tokens", "每块 3 个 token 的 forward_cached"),
+           _chunk_calls, [Cost(f"{PROBES}:cost_chunks", YARDSTICK, COST_STEPS // COST_CHUNK,
+                               _recomputed("each chunk recomputed the whole prefix",
+                                           "每一块都重新计算了整个前缀"))], seed=12),
+    _check("14-padding-cost", 0.25, ("forward_cached with a padding mask, one token at a time after a "
+                                     "left-padded prefill", "左侧填充的预填充之后、带填充掩码逐个 token 的 forward_cached"),
+           _padded_calls, [Cost(f"{PROBES}:cost_padded_steps", YARDSTICK, COST_STEPS,
+                                _recomputed("with a padding mask, each step recomputed the whole prefix",
+                                            "带填充掩码时，每一步都重新计算了整个前缀"))], seed=13),
     _check("14-generate-cost", 0.5, ("generate_cached", "generate_cached "), _generation_calls,
-           Cost(f"{PROBES}:cost_generation", YARDSTICK, COST_NEW,
-                _recomputed("generate_cached recomputed the whole prefix for each new token",
-                            "generate_cached 每生成一个新 token 都重新计算了整个前缀")), seed=10),
+           [Cost(f"{PROBES}:cost_generation", YARDSTICK, COST_NEW,
+                 _recomputed("generate_cached recomputed the whole prefix for each new token",
+                             "generate_cached 每生成一个新 token 都重新计算了整个前缀"))], seed=10),
     _check("14-batch-cost", 0.5, ("generate_batch", "generate_batch "), _batch_calls,
-           Cost(f"{PROBES}:cost_batch", YARDSTICK, 2 * COST_NEW,
-                _recomputed("generate_batch recomputed the whole prefix for each new token",
-                            "generate_batch 每生成一个新 token 都重新计算了整个前缀")), seed=11),
+           [Cost(f"{PROBES}:cost_batch", YARDSTICK, 2 * COST_NEW,
+                 _recomputed("generate_batch recomputed the whole prefix for each new token",
+                             "generate_batch 每生成一个新 token 都重新计算了整个前缀"))], seed=11),
 ]
