@@ -29,7 +29,9 @@ MIN_SPREAD = 8.0      # the reference's recomputation must cost this many times 
 class Cost:
     """One measured call: the probe whose call is timed, the yardstick
     probe (one unit of recomputation) and how many units a recomputation of
-    the measured call makes, and what a student reads when it recomputed."""
+    the measured call makes, and what a student reads when it recomputed.
+    Each probe names the first call of it in the plan: give a timed call a
+    probe of its own."""
 
     probe: str
     yardstick: str
