@@ -76,7 +76,7 @@ class CallResult:
     value: object = None
     error_type: str | None = None
     error: str | None = None
-    cpu_s: float | None = None
+    cpu_s: float | None = field(default=None, compare=False)   # a measurement, not part of the result
 
 
 @dataclass
