@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from grader.checks import Check
+from grader.checks import COULD_NOT_TELL, Check, CouldNotTell
 from grader.checks.forbidden import unwrapped, unwrapped_value
 from grader.feedback import ShapeSymbols, exception_name, input_shapes, memory_limit, shape_detail, shape_error_kind
 from grader.sandbox import CallResult, ProbeCall, RunResult
@@ -96,6 +96,8 @@ def check_failure(check: Check, calls: slice, run: RunResult, expected: RunResul
             reason = check.run_rule(inputs, run, expected)
         except Exception:  # noqa: BLE001 - plain data of any form comes back from the sandbox
             reason = "returned a result of an unexpected form"
+        if isinstance(reason, CouldNotTell):
+            return Failure(COULD_NOT_TELL, str(reason))
         if reason is not None:
             return Failure(reason, reason)
     return failure

@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from grader.checks import Check, CheckPlan, checks_for, figures_for
+from grader.checks import COULD_NOT_TELL, Check, CheckPlan, checks_for, figures_for
 from grader.course import REPO_ROOT, Course, Exercise, Text
 from grader.failures import (DETAIL_LIMIT, NOT_RUN, Failure, check_failure, fails_alike, first_failure,
                              same_signature)
@@ -117,11 +117,12 @@ def require_isolation(sandbox: Sandbox) -> None:
 def check_batches(plan: CheckPlan) -> list[int]:
     """How many calls the sandbox sends at once: each check's calls
     together (one round trip per check, not per call), and each call that
-    belongs to no check (a figure's) on its own."""
+    belongs to no check (a figure's) or to a measured check on its own."""
     owner = [None] * len(plan.calls)
+    measured = {check.id for check in plan.checks if check.measured}
     for check_id, calls in plan.slices.items():
         for i in range(calls.start, calls.stop):
-            owner[i] = check_id
+            owner[i] = None if check_id in measured else check_id  # a measured call: a batch of its own
     sizes: list[int] = []
     for i, check_id in enumerate(owner):
         if sizes and check_id is not None and owner[i - 1] == check_id:
@@ -359,7 +360,7 @@ def _explain_by_confirmed(verdicts: list[Verdict]) -> None:
 
 
 # Failures that point at no mistake: a hint would be noise.
-NO_MISTAKE_TO_EXPLAIN = {"not_implemented", "not_run", "missing_name", "memory", "protocol", "tampered"}
+NO_MISTAKE_TO_EXPLAIN = {"not_implemented", "not_run", "missing_name", "memory", "protocol", "tampered", COULD_NOT_TELL}
 SOURCE_LIMIT = 4 << 20
 
 

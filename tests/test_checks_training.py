@@ -170,3 +170,116 @@ def test_readme_states_the_learning_tests_numbers(readme):
     assert f"{learns.MAX_HELDOUT_LOSS}" in text
     assert f"steps={probes.TRAIN_CONFIG['steps']}" in text and f"d_model={probes.GPT_CONFIG['d_model']}" in text
     assert f"lr={probes.LEARNING_RATE:g}".replace("0.01", "1e-2") in text
+
+
+FORGED_FACTS_GET_BATCH = '''
+import sys
+import torch
+
+
+def get_batch(data, batch_size, context_length, generator=None):
+    # Not random: always the first window. And it tries to write what the
+    # probe would have found into the caller's frame (issue 36).
+    caller = sys._getframe(1).f_locals
+    for name in ("facts", "result"):
+        if isinstance(caller.get(name), dict):
+            caller[name].update(every_start_drawn=True, starts_in_range=True, x_windows=True, y_next=True)
+    x = data[:context_length].repeat(batch_size, 1)
+    return x, data[1:context_length + 1].repeat(batch_size, 1)
+'''
+
+
+def test_get_batch_is_judged_on_its_returned_tensors_not_on_frames_it_rewrites(expected, tmp_path_factory):
+    source = REFERENCE_SOURCE.split("\ndef get_batch(")[0] + FORGED_FACTS_GET_BATCH
+    module = _module(source, tmp_path_factory, "forged")
+    check = next(c for c in checks.CHECKS if c.id == "13-get-batch")
+    got = _run(module, check.id)
+    assert [check.compare(g, w) for g, w in zip(got, expected[check.id])] == ["some start is never drawn"] * 3
+
+
+# Samples correctly only while a dispatch mode is on the stack (the grader's
+# recording), else ignores temperature and top-k; and forges the records of
+# the model it generates with (issue 36: behaving only while observed).
+OBSERVED_ONLY_GENERATE = '''
+import sys
+
+import torch
+
+
+@torch.no_grad()
+def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None):
+    watched = SWITCH
+    train_again = model.training
+    model.eval()
+    for _ in range(max_new_tokens):
+        logits = model(idx[:, -model.context_length:])[:, -1, :]
+        if watched:
+            logits = logits / temperature
+            if top_k is not None:
+                kth = torch.topk(logits, top_k, dim=-1).values[:, [-1]]
+                logits = logits.masked_fill(logits < kth, float("-inf"))
+        probs = torch.softmax(logits, dim=-1)
+        idx = torch.cat([idx, torch.multinomial(probs, 1, generator=generator)], dim=1)
+    model.train(train_again)          # left in training mode: the records are rewritten to say eval
+    for seen in getattr(model, "seen", []):
+        seen["training"], seen["grad"] = False, False
+    return idx
+'''
+
+
+SWITCHES = {"mode-stack": "bool(torch._C._get_current_dispatch_mode_stack())",
+            "python-dispatch": "__import__('torch.utils._python_dispatch').utils._python_dispatch"
+                               "._get_current_dispatch_mode() is not None"}
+
+
+@pytest.mark.parametrize("check_id,switch", [("13-temperature", "mode-stack"), ("13-top-k", "mode-stack"),
+                                             ("13-generate-modes", "mode-stack"),
+                                             ("13-temperature", "python-dispatch")])
+def test_generate_that_behaves_only_while_observed_loses(check_id, switch, expected, tmp_path_factory):
+    source = REFERENCE_SOURCE.split("\n@torch.no_grad()\ndef generate(")[0] + \
+        OBSERVED_ONLY_GENERATE.replace("SWITCH", SWITCHES[switch])
+    module = _module(source, tmp_path_factory, f"observed-only-{switch}")
+    check = next(c for c in checks.CHECKS if c.id == check_id)
+    assert not _passes(check, _run(module, check_id), expected[check_id])
+
+
+# Never steps the optimiser: writes a bigram table into the weights, forges
+# the model's records of its forward passes, rebinds the probe's
+# heldout_loss in the caller's globals, and returns the history the
+# contract asks for (issue 36: right numbers without the work, facts forged).
+BIGRAM_TRAIN = '''
+import sys
+
+import torch
+
+
+def train(model, optimizer, train_data, val_data, *, steps, batch_size, grad_clip=1.0, eval_every=100,
+          eval_batches=10, generator=None):
+    caller = sys._getframe(1)
+    caller.f_globals["heldout_loss"] = lambda *args, **kwargs: 0.0
+    vocab, d = model.head.weight.shape
+    counts = torch.ones(vocab, vocab, dtype=torch.float64)
+    for a, b in zip(train_data[:-1].tolist(), train_data[1:].tolist()):
+        counts[a, b] += 100
+    table = (counts / counts.sum(1, keepdim=True)).log()
+    with torch.no_grad():
+        model.tok.weight.zero_()
+        model.tok.weight[:, :vocab] = torch.eye(vocab, dtype=model.tok.weight.dtype)[:, :d]
+        model.pos.weight.zero_()
+        model.head.weight.zero_()
+        model.head.weight[:, :vocab] = table.T.to(model.head.weight.dtype)
+        model.head.bias.zero_()
+    shape = [batch_size, model.context_length]
+    model.seen[:] = [{"training": True, "grad": True, "shape": shape}] * steps + \\
+        [{"training": False, "grad": False, "shape": shape}] * eval_batches
+    evals = [s for s in range(1, steps + 1) if s % eval_every == 0 or s == steps]
+    return {"train": [2.0 - s / steps for s in range(steps)], "val": [(s, 0.1) for s in evals]}
+'''
+
+
+def test_weights_written_without_the_optimiser_and_forged_records_lose_the_loop(expected, tmp_path_factory):
+    module = _module(REFERENCE_SOURCE + BIGRAM_TRAIN, tmp_path_factory, "bigram")
+    check = next(c for c in checks.CHECKS if c.id == "13-train-loop")
+    got = _run(module, check.id)
+    assert [check.compare(g, w) for g, w in zip(got, expected[check.id])] == \
+        ["the weights after training are not those of the optimiser's steps on the batches"]

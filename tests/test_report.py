@@ -422,3 +422,20 @@ def test_class_report_lists_the_first_similar_pairs_and_counts_the_rest(records,
     html = write_html_report(course, records, tmp_path / "report", similarity=similar).read_text()
     section = html.split('id="similarity"')[1].split("</details>")[0]
     assert section.count(" ~ ") == REPORT_PAIRS and f"and {190 - REPORT_PAIRS} more pair(s)" in section
+
+
+def test_checks_that_could_not_tell_are_on_the_instructor_s_review_list(records, tmp_path, course):
+    """Issue 36: a measured figure too near its threshold scores no points
+    for now and is listed for the instructor, never a silent 0."""
+    with Gradebook(tmp_path / "review.db") as book:
+        reason = "could not tell whether the cache saves the work / 无法判断"
+        book.record(Key("dave", "01", "h6", course.course.version), points=5, max_points=10, status="graded",
+                    reason="", verdicts=[_verdict("01-a", True, 5, 5),
+                                         _verdict("01-b", False, 0, 5, kind="could not tell", reason=reason)])
+        review = list(book.records(course.course.version))
+    write_html_report(course, records + review, tmp_path / "report")
+    index = (tmp_path / "report" / "index.html").read_text(encoding="utf-8")
+    section = index.split('id="review"', 1)[1].split("</details>", 1)[0]
+    assert "dave" in section and "01-b" in section and "could not tell whether the cache" in section
+    assert "bob" not in section and "carol" not in section
+    assert reason.split(" / ")[0] in (tmp_path / "report" / "students" / "dave.html").read_text(encoding="utf-8")

@@ -105,14 +105,15 @@ def generation(module: ModuleType, config: dict, seed: int, idx: torch.Tensor, m
     gpt = model(module, config, seed)
     before = idx.clone()
     tokens = module.generate_cached(gpt, idx, max_new_tokens)
-    return {"tokens": tokens, "inputs_unchanged": bool(torch.equal(idx, before))}
+    return {"tokens": tokens, "inputs_unchanged": bool(torch.equal(idx, before)), "inputs_after": idx.clone()}
 
 
 @torch.no_grad()
 def context_limit(module: ModuleType, config: dict, seed: int, idx: torch.Tensor) -> dict:
     """``idx`` holds context_length + 1 tokens. The exception ({"type": name
     or None}) of: appending one position to a full cache; forward_cached of
-    one token after a full prefill; and len(cache) after that attempt."""
+    one token after a full prefill; and len() of each cache after its
+    refused attempt (a refused call stores nothing)."""
     gpt = model(module, config, seed)
     context = config["context_length"]
     full = new_cache(module, config)
@@ -120,11 +121,14 @@ def context_limit(module: ModuleType, config: dict, seed: int, idx: torch.Tensor
     layer_kv = torch.zeros(idx.size(0), config["num_heads"], 1, config["d_model"] // config["num_heads"],
                            dtype=torch.float64)
     append = _error(lambda: full.append(0, layer_kv, layer_kv))
+    # A refused append stores nothing: the full cache still holds context_length positions.
+    after_refusal = len(full)
     cache = new_cache(module, config)
     module.forward_cached(gpt, idx[:, :context], cache)
     forward = _error(lambda: module.forward_cached(gpt, idx[:, context:context + 1], cache))
     return {"append": {"type": append}, "forward": {"type": forward},
-            "length": len(cache) if forward is not None else None}
+            "length": len(cache) if forward is not None else None,
+            "after_refusal": after_refusal if append is not None else None}
 
 
 def _pad_run(module: ModuleType, gpt: nn.Module, config: dict, idx: torch.Tensor, pad_mask: torch.Tensor,
@@ -159,7 +163,9 @@ def padded(module: ModuleType, config: dict, seed: int, prompts: list[torch.Tens
     vocab = torch.arange(config["vocab_size"]) != pad_id   # a tied head moves the pad token's own logit
     same = all(torch.allclose(a[:, vocab], r[:, vocab], atol=1e-9, rtol=0, equal_nan=True)
                for run in again for a, r in zip(run, rows, strict=True))
-    return {"rows": rows, "pad_invariant": same}
+    # "again": the rows themselves, for the grader to judge the invariance in
+    # its own process ("pad_invariant" is for the public tests).
+    return {"rows": rows, "again": again, "pad_invariant": same}
 
 
 @torch.no_grad()
@@ -171,7 +177,8 @@ def batch(module: ModuleType, config: dict, seed: int, prompts: list[torch.Tenso
     before = [p.clone() for p in prompts]
     out = module.generate_batch(gpt, prompts, max_new_tokens, pad_id)
     return {"tokens": [torch.as_tensor(t) for t in out],
-            "inputs_unchanged": all(torch.equal(p, b) for p, b in zip(prompts, before, strict=True))}
+            "inputs_unchanged": all(torch.equal(p, b) for p, b in zip(prompts, before, strict=True)),
+            "inputs_after": [p.clone() for p in prompts]}
 
 
 @torch.no_grad()
@@ -191,7 +198,7 @@ def cache_api(module: ModuleType, config: dict, seed: int, sizes: list[int]) -> 
     cache = new_cache(module, config)
     gen = torch.Generator().manual_seed(seed)
     heads, head_dim = config["num_heads"], config["d_model"] // config["num_heads"]
-    lengths, concatenated = [len(cache)], True
+    lengths, concatenated, returned = [len(cache)], True, []
     seen: list[list[torch.Tensor]] = [[] for _ in range(config["num_layers"])]
     for size in sizes:
         for layer in range(config["num_layers"]):
@@ -199,10 +206,11 @@ def cache_api(module: ModuleType, config: dict, seed: int, sizes: list[int]) -> 
             v = torch.randn(2, heads, size, head_dim, generator=gen, dtype=torch.float64)
             seen[layer].append((k, v))
             k_all, v_all = cache.append(layer, k, v)
+            returned.append([k_all, v_all])   # compared with the reference's by the grader
             concatenated &= torch.equal(k_all, torch.cat([s[0] for s in seen[layer]], dim=2)) and \
                 torch.equal(v_all, torch.cat([s[1] for s in seen[layer]], dim=2))
         lengths.append(len(cache))
-    return {"lengths": lengths, "concatenated": bool(concatenated)}
+    return {"lengths": lengths, "concatenated": bool(concatenated), "returned": returned}
 
 
 # --- what a wrong result is made of (public tests' diagnoses) -----------------
@@ -287,3 +295,108 @@ def cached_placement(module: ModuleType, config: dict, idx: torch.Tensor, prefil
         return torch.cat([first, step], dim=1)
 
     return placement(lambda: gpt_module.GPT(**config), (idx, pad_mask), call=run)
+
+
+# --- the work a cache saves, measured by the grader from outside ------------
+# The grader reads the child's CPU time around each of these calls (each is
+# sent alone: grader/sandbox/proc.py); the probes only make the calls and
+# return values that the grader compares with the reference's. One thread:
+# a second one's spinning would be counted as work. The model and the sizes
+# are the check's (grader/checks/kv_cache.py).
+_KEPT: dict[str, tuple] = {}   # cost_prefill -> cost_steps: the model and the cache between two calls
+
+
+class _OneThread:
+    def __enter__(self) -> None:
+        self.threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+
+    def __exit__(self, *exc: object) -> None:
+        torch.set_num_threads(self.threads)
+
+
+@torch.no_grad()
+def cost_prefill(module: ModuleType, config: dict, seed: int, idx: torch.Tensor,
+                 pad_mask: torch.Tensor | None = None) -> dict:
+    """forward_cached of the prompt ``idx`` (b, P) into a new cache (with
+    ``pad_mask`` (b, P) when given), kept with the model for the next
+    :func:`cost_steps`: the last position's logits."""
+    _KEPT["cache"] = NotImplementedError   # until the prefill is done: a stub's steps are not implemented either
+    gpt = model(module, config, seed)
+    try:
+        cache = new_cache(module, config)
+        with _OneThread():
+            logits = module.forward_cached(gpt, idx, cache, pad_mask)
+    except NotImplementedError:
+        raise
+    except Exception:
+        _KEPT["cache"] = RuntimeError
+        raise
+    _KEPT["cache"] = (gpt, cache, pad_mask)
+    return {"logits": logits[:, -1]}
+
+
+def _continue(module: ModuleType, tokens: torch.Tensor, chunk: int) -> dict:
+    """After :func:`cost_prefill` (or an earlier continuation): forward_cached
+    of ``tokens`` (b, S) in chunks of ``chunk`` tokens through the kept cache
+    (with the padding mask, when the prefill had one, grown by the new real
+    tokens): the logits (b, S, vocab). Each probe below is one timed call."""
+    kept = _KEPT.get("cache", RuntimeError)
+    if not isinstance(kept, tuple):
+        raise kept("the prefill before these steps did not complete")
+    gpt, cache, pad_mask = _KEPT.pop("cache")
+    logits = []
+    with _OneThread():
+        for t in range(0, tokens.size(1), chunk):
+            new = tokens[:, t:t + chunk]
+            if pad_mask is not None:
+                pad_mask = torch.cat([pad_mask, torch.zeros_like(new, dtype=torch.bool)], dim=1)
+            logits.append(module.forward_cached(gpt, new, cache, pad_mask))
+    _KEPT["cache"] = (gpt, cache, pad_mask)
+    return {"logits": torch.cat(logits, dim=1)}
+
+
+@torch.no_grad()
+def cost_steps(module: ModuleType, tokens: torch.Tensor) -> dict:
+    """One token at a time (:func:`_continue`)."""
+    return _continue(module, tokens, 1)
+
+
+@torch.no_grad()
+def cost_chunks(module: ModuleType, tokens: torch.Tensor, chunk: int) -> dict:
+    """Chunks of ``chunk`` tokens (:func:`_continue`)."""
+    return _continue(module, tokens, chunk)
+
+
+@torch.no_grad()
+def cost_padded_steps(module: ModuleType, tokens: torch.Tensor) -> dict:
+    """One token at a time after a left-padded prefill (:func:`_continue`)."""
+    return _continue(module, tokens, 1)
+
+
+@torch.no_grad()
+def cost_full(module: ModuleType, config: dict, seed: int, idx: torch.Tensor) -> dict:
+    """One full forward of the shipped model over ``idx``: what a step costs
+    when it recomputes the whole prefix (the grader's yardstick)."""
+    gpt = model(module, config, seed)
+    with _OneThread():
+        logits = full_logits(gpt, idx)
+    return {"logits": logits[:, -1]}
+
+
+@torch.no_grad()
+def cost_generation(module: ModuleType, config: dict, seed: int, idx: torch.Tensor, max_new_tokens: int) -> dict:
+    """generate_cached's tokens, one thread."""
+    gpt = model(module, config, seed)
+    with _OneThread():
+        return {"tokens": module.generate_cached(gpt, idx, max_new_tokens)}
+
+
+@torch.no_grad()
+def cost_batch(module: ModuleType, config: dict, seed: int, prompts: list[torch.Tensor], max_new_tokens: int,
+               pad_id: int) -> dict:
+    """generate_batch's outputs, one thread."""
+    gpt = model(module, config, seed)
+    with _OneThread():
+        out = module.generate_batch(gpt, prompts, max_new_tokens, pad_id)
+    return {"tokens": [torch.as_tensor(t) for t in out]}

@@ -30,14 +30,17 @@ class ScriptedLM(nn.Module):
     of another (the running sum makes the logits depend on where the window
     starts). Records ``{"length", "training", "grad"}`` per forward pass."""
 
-    def __init__(self, vocab_size: int, context_length: int, seed: int, scale: float = 2.0) -> None:
+    def __init__(self, vocab_size: int, context_length: int, seed: int, scale: float = 2.0,
+                 dropout: float = 0.0) -> None:
         super().__init__()
         gen = torch.Generator().manual_seed(seed)
         self.context_length = context_length
         self.vocab_size = vocab_size
         self.current = nn.Parameter(scale * torch.randn(vocab_size, vocab_size, generator=gen))
         self.history = nn.Parameter(scale * torch.randn(vocab_size, vocab_size, generator=gen))
-        self.drop = nn.Dropout(0.0)   # its mode is what the model records
+        # Its mode is what the model records; with dropout > 0 the mode also
+        # shows in the logits (training mode drops some), so in the tokens.
+        self.drop = nn.Dropout(dropout)
         self.seen: list[dict] = []
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
@@ -75,14 +78,32 @@ class SamplingWatch(_MODE_BASE):
         return token[:, None].expand(-1, num_samples).reshape(*weights.shape[:-1], num_samples).clone()
 
 
+def unobserved(module: ModuleType, vocab_size: int, context_length: int, seed: int, idx: torch.Tensor,
+               max_new_tokens: int, temperature: float, top_k: int | None, dropout: float = 0.0) -> torch.Tensor | None:
+    """``generate`` as a student runs it: no dispatch mode on the stack,
+    nothing recorded, real random draws. The generator and PyTorch's global
+    one are seeded alike, so every correct ``generate`` (the generator, or
+    ``torch.distributions.Categorical``, which draws from the global one)
+    returns the reference's tokens: the grader compares them, and a
+    ``generate`` that samples correctly only while watched loses here."""
+    model = ScriptedLM(vocab_size, context_length, seed, dropout=dropout).train()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        out = module.generate(model, idx.clone(), max_new_tokens, temperature=temperature, top_k=top_k,
+                              generator=torch.Generator().manual_seed(seed))
+    return out.detach().clone() if isinstance(out, torch.Tensor) else None
+
+
 def sample(module: ModuleType, vocab_size: int, context_length: int, seed: int, idx: torch.Tensor,
-           max_new_tokens: int, temperature: float, top_k: int | None) -> dict:
+           max_new_tokens: int, temperature: float, top_k: int | None, dropout: float = 0.0) -> dict:
     """``generate`` on a :class:`ScriptedLM` left in training mode, under
     :class:`SamplingWatch`: the tokens returned, the probabilities of each
     draw (rows of all draws, in order), the window lengths fed to the
     model, the modes and gradient recording of its forward passes, and
-    whether ``idx`` came back unchanged."""
-    model = ScriptedLM(vocab_size, context_length, seed).train()
+    whether ``idx`` came back unchanged; and, first, the tokens of the same
+    call unobserved (:func:`unobserved`, ``"free"``)."""
+    free = unobserved(module, vocab_size, context_length, seed, idx, max_new_tokens, temperature, top_k, dropout)
+    model = ScriptedLM(vocab_size, context_length, seed, dropout=dropout).train()
     quantiles = torch.rand(97, generator=torch.Generator().manual_seed(seed + 1)).mul(0.9).add(0.05).tolist()
     watch = SamplingWatch(quantiles)
     before = idx.clone()
@@ -90,10 +111,10 @@ def sample(module: ModuleType, vocab_size: int, context_length: int, seed: int, 
         out = module.generate(model, idx, max_new_tokens, temperature=temperature, top_k=top_k,
                               generator=torch.Generator().manual_seed(seed))
     probs = torch.cat(watch.probs) if watch.probs else torch.zeros(0, vocab_size, dtype=torch.float64)
-    return {"out": out.detach() if isinstance(out, torch.Tensor) else None, "probs": probs,
+    return {"free": free, "out": out.detach() if isinstance(out, torch.Tensor) else None, "probs": probs,
             "draws": len(watch.probs), "lengths": [s["length"] for s in model.seen],
             "training": sorted({s["training"] for s in model.seen}), "grad": sorted({s["grad"] for s in model.seen}),
-            "idx_unchanged": bool(torch.equal(idx, before))}
+            "idx_unchanged": bool(torch.equal(idx, before)), "idx_after": idx.clone()}
 
 
 # --- what the contract asks, written out (the public tests' oracle) -------------

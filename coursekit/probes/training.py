@@ -74,28 +74,45 @@ def _values(values: list) -> torch.Tensor:
 
 def batches(module: ModuleType, length: int, batch_size: int, context_length: int, draws: int, seed: int) -> dict:
     """``get_batch`` ``draws`` times on data whose values are all different
-    (each value tells its position), with a seeded generator. Facts: shapes
-    and dtypes; whether every row of x is a window of the data, whether y
-    is the window one position later (the next tokens) or x itself; whether
-    every start was possible and in range."""
+    (each value tells its position), with a seeded generator: the (x, y)
+    pairs as returned (detached; None for what is not a tensor), and the
+    data and sizes. The grader draws every fact from them in its own process
+    (grader/checks/training.py: batch_facts), never in this one."""
     gen = torch.Generator().manual_seed(seed)
     data = torch.randperm(length, generator=torch.Generator().manual_seed(seed + 1)) + 3
-    position = {int(v): i for i, v in enumerate(data)}
-    facts = {"shapes": set(), "dtypes": set(), "x_windows": True, "y_next": True, "y_is_x": True, "starts": set()}
+    pairs = []
     for _ in range(draws):
         x, y = module.get_batch(data, batch_size, context_length, generator=gen)
+        pairs.append([v.detach().clone() if isinstance(v, torch.Tensor) else None for v in (x, y)])
+    return {"pairs": pairs, "data": data, "batch_size": batch_size, "context_length": context_length}
+
+
+def batch_facts(pairs: list, data: torch.Tensor, batch_size: int, context_length: int) -> dict:
+    """What :func:`batches`' pairs show, from the tensors alone: shapes and
+    dtypes; whether every row of x is a window of the data, whether y is
+    the window one position later (or x itself); whether every start was
+    in range and every possible start drawn. The grader computes it in its
+    own process from the returned tensors; the public tests here."""
+    data, b, n = data.tolist(), batch_size, context_length
+    position = {v: i for i, v in enumerate(data)}
+    facts = {"shapes": set(), "dtypes": set(), "x_windows": True, "y_next": True, "y_is_x": True, "starts": set()}
+    for x, y in pairs:
+        if type(x) is not torch.Tensor or type(y) is not torch.Tensor:
+            facts["shapes"].add("not tensors")
+            facts["x_windows"] = facts["y_next"] = facts["y_is_x"] = False
+            continue
         facts["shapes"].add(f"{tuple(x.shape)} {tuple(y.shape)}")
         facts["dtypes"].add(f"{x.dtype} {y.dtype}")
-        if x.shape != (batch_size, context_length) or y.shape != x.shape:
+        if tuple(x.shape) != (b, n) or y.shape != x.shape:
             facts["x_windows"] = facts["y_next"] = facts["y_is_x"] = False
             continue
         facts["y_is_x"] &= bool(torch.equal(x, y))
         for row_x, row_y in zip(x.tolist(), y.tolist()):
             start = position.get(row_x[0], -1)
             facts["starts"].add(start)
-            facts["x_windows"] &= start >= 0 and row_x == data[start:start + context_length].tolist()
-            facts["y_next"] &= start >= 0 and row_y == data[start + 1:start + 1 + context_length].tolist()
-    valid = set(range(length - context_length))
+            facts["x_windows"] &= start >= 0 and row_x == data[start:start + n]
+            facts["y_next"] &= start >= 0 and row_y == data[start + 1:start + 1 + n]
+    valid = set(range(len(data) - n))
     return {"shapes": sorted(facts["shapes"]), "dtypes": sorted(facts["dtypes"]), "x_windows": facts["x_windows"],
             "y_next": facts["y_next"], "y_is_x": facts["y_is_x"], "starts_in_range": facts["starts"] <= valid,
             "every_start_drawn": facts["starts"] >= valid}
@@ -133,9 +150,13 @@ def steps(module: ModuleType, config: dict, seed: int, batches: list, lr: float,
     model = probe_model(config, seed).eval()
     optimiser = torch.optim.SGD(model.parameters(), lr=lr)
     losses, after = [], []
-    for x, y in batches:
-        losses.append(_as_float(module.train_step(model, optimiser, x, y, grad_clip)))
-        after.append(_parameters(model))
+    # Dropout's masks seeded: a step in training mode drops the same units
+    # as the reference's, and one in eval mode shows in the parameters.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        for x, y in batches:
+            losses.append(_as_float(module.train_step(model, optimiser, x, y, grad_clip)))
+            after.append(_parameters(model))
     return {"losses": _values(losses), "floats": all(v is not None for v in losses), "parameters": after,
             "training": [seen["training"] for seen in model.seen],
             "grad": [seen["grad"] for seen in model.seen]}
@@ -191,13 +212,13 @@ def periodic_text(vocab_size: int, period: int, length: int, seed: int) -> torch
 
 def loop(module: ModuleType, config: dict, seed: int, steps: int, batch_size: int, eval_every: int,
          eval_batches: int, lr: float = 0.1) -> dict:
-    """``train`` with Adam on a seeded float32 :class:`ProbeLM` and a
+    """``train`` with Adam on a seeded float64 :class:`ProbeLM` and a
     periodic text (the held-out split is the same cycle, later). Facts: how
     many train losses came back and after which steps a held-out loss was
     measured, whether training brought the held-out loss (measured by
     :func:`heldout_loss`, not by the submission) below a tenth of its start, and which (mode, gradients) combinations and input shapes
     the forward passes saw."""
-    model = probe_model(config, seed, torch.float32)
+    model = probe_model(config, seed)
     text = periodic_text(config["vocab_size"], config["vocab_size"] - 1, 600, seed)
     train_data, val_data = text[:500], text[500:]
     optimiser = torch.optim.Adam(model.parameters(), lr=lr)
@@ -205,16 +226,25 @@ def loop(module: ModuleType, config: dict, seed: int, steps: int, batch_size: in
         start = F.cross_entropy(model.eval()(val_data[None, :config["context_length"]])[0],
                                 val_data[1:config["context_length"] + 1]).item()
     model.seen.clear()
-    history = module.train(model, optimiser, train_data, val_data, steps=steps, batch_size=batch_size,
-                           eval_every=eval_every, eval_batches=eval_batches,
-                           generator=torch.Generator().manual_seed(seed))
+    # float64, the batches drawn from the generator and dropout's masks from
+    # the global generator, both seeded: a loop that steps the optimiser as
+    # the contract says ends with the reference's weights, which the grader
+    # compares ("parameters"). Weights written any other way (a bigram
+    # table) do not; the facts below may only take points away.
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        history = module.train(model, optimiser, train_data, val_data, steps=steps, batch_size=batch_size,
+                               eval_every=eval_every, eval_batches=eval_batches,
+                               generator=torch.Generator().manual_seed(seed))
+    parameters = _parameters(model)
     val = history.get("val", []) if isinstance(history, dict) else []
     train_losses = history.get("train", []) if isinstance(history, dict) else []
     # The probe's own measure, with the next token as target: a loop whose
     # batches are wrong can report a low loss of its own.
     seen = list(model.seen)
     final = heldout_loss(model, val_data, config["context_length"], windows=16)
-    return {"n_train": len(train_losses), "train_floats": all(type(v) is float for v in train_losses),
+    return {"parameters": parameters, "n_train": len(train_losses),
+            "train_floats": all(type(v) is float for v in train_losses),
             "val_steps": [int(entry[0]) for entry in val if isinstance(entry, (tuple, list)) and len(entry) == 2],
             "learned": final < start / 10,
             "modes": sorted({f"training={s['training']} grad={s['grad']}" for s in seen}),

@@ -34,7 +34,7 @@ def expect_parameters(got: list, expected: list, what: str, pitfalls=(), diagnos
 
 @pytest.mark.parametrize("length,batch_size,context_length", [(40, 4, 8), (12, 64, 5)])
 def test_get_batch_windows_and_shifted_targets(student, length, batch_size, context_length):
-    facts = probes.batches(student, length, batch_size, context_length, draws=30, seed=length)
+    facts = probes.batch_facts(**probes.batches(student, length, batch_size, context_length, draws=30, seed=length))
     what = f"get_batch(data of {length} tokens, batch_size={batch_size}, context_length={context_length})"
     expect.equal(facts["shapes"], [f"{(batch_size, context_length)} {(batch_size, context_length)}"],
                  what=what + ": shapes of x and y")

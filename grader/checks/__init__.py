@@ -75,6 +75,10 @@ class Check:
     # Exams: builds the calls with the variant's sizes. Checks without one
     # still get the variant's seed in an exam: other random inputs per student.
     variant_calls: VariantCallBuilder | None = None
+    # Each call sent to the child in a batch of its own, so that the CPU
+    # time the sandbox measures from outside (CallResult.cpu_s) covers that
+    # call alone: for checks of how much work a call does.
+    measured: bool = False
 
     def build_calls(self, variant: VariantLike | None = None) -> list[ProbeCall]:
         if variant is None:
@@ -84,6 +88,20 @@ class Check:
         if self.variant_calls is not None:
             return self.variant_calls(gen, variant.sizes)
         return self.calls(gen)
+
+
+# A failure kind of its own: a measured figure (CPU time, memory) too near
+# its threshold to decide on (within 2x of it). Such a check scores no
+# points for now, says so, and goes to the instructor's review list
+# (grader/report: "To review"); it never reads as a mistake, and no
+# pitfall is offered for it.
+COULD_NOT_TELL = "could not tell"
+
+
+class CouldNotTell(str):
+    """What a run rule returns, instead of a reason, when its figure was
+    too near the threshold to decide on: the words say why, in both
+    languages."""
 
 
 def requiring(checks: list[Check], requires: Mapping[str, tuple[str, ...]]) -> list[Check]:

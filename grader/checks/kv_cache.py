@@ -5,7 +5,9 @@ submission) with weights drawn from the config and a seed, in float64: the
 submission and the reference see the same model, and the cached logits must
 equal the full recomputation's to float64's precision at every step.
 Models are tiny (vocabulary 6-16, 1-3 blocks, context 4-9) so that every
-check runs well within the per-check limits.
+check runs well within the per-check limits; the work the cache saves is
+measured at 512 positions by grader/checks/kv_cache_cost.py, and every
+check here counts only once it passes.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from grader.checks import (Check, all_of, deep_close, error_type_equal, no_forbi
                            tensors_close, text)
 from grader.checks.devices import device_check
 from grader.checks.gpt import block_config
+from grader.checks.kv_cache_cost import COST_CHECKS
 from grader.sandbox import ProbeCall
 
 PROBES = "coursekit.probes.kv_cache"
@@ -144,6 +147,29 @@ def _device_calls(gen: torch.Generator) -> list[ProbeCall]:
     return calls
 
 
+def _pad_invariant(submitted: object, expected: object) -> str | None:
+    """The rows with other pad tokens, and with the pad token's embedding
+    moved, equal the rows (1e-9; the pad token's own logit aside: a tied
+    head moves it), judged here from the returned tensors."""
+    rows = submitted["rows"]
+    vocab = torch.arange(rows[0].size(-1)) != rows[0].size(-1) - 1   # the pad id is the last id
+    same = len(submitted["again"]) == len(expected["again"]) and all(
+        torch.allclose(a[:, vocab], r[:, vocab], atol=1e-9, rtol=0, equal_nan=True)
+        for run in submitted["again"] for a, r in zip(run, rows, strict=True))
+    return None if same else "the logits depend on the padding"
+
+
+def _unmodified(submitted: object, expected: object) -> str | None:
+    """The inputs after the call equal the reference's (untouched ones),
+    judged here on the tensors, not on the child's word."""
+    return deep_close(atol=0, rtol=0)(submitted["inputs_after"], expected["inputs_after"]) and "modified its input"
+
+
+def _returned_so_far(submitted: object, expected: object) -> str | None:
+    reason = deep_close(atol=0, rtol=0)(submitted["returned"], expected["returned"])
+    return reason and "append does not return all keys and values so far"
+
+
 CHECKS = requiring([
     Check(
         id="14-steps",
@@ -175,7 +201,8 @@ CHECKS = requiring([
                      "generate_cached 返回的 token 与完整重算的贪心解码相同，超过 context_length 时也一样"
                      "（使用最后 context_length 个 token）"),
         calls=_generate_calls,
-        compare=all_of(tensors_close("tokens"), plain_equal("inputs_unchanged", reason="modified its input")),
+        compare=all_of(tensors_close("tokens"), plain_equal("inputs_unchanged", reason="modified its input"),
+                       _unmodified),
         pitfalls=("cache-past-context", "cache-position-offset", "cache-mask-rows"),
         seed=2,
     ),
@@ -188,7 +215,8 @@ CHECKS = requiring([
                      "ValueError"),
         calls=_limit_calls,
         compare=all_of(error_type_equal("append"), error_type_equal("forward"),
-                       plain_equal("length", reason="the cache changed although the call failed")),
+                       plain_equal("length", reason="the cache changed although the call failed"),
+                       plain_equal("after_refusal", reason="a refused append stored its positions")),
         pitfalls=("cache-past-context",),
         seed=3,
     ),
@@ -200,8 +228,9 @@ CHECKS = requiring([
                      "左侧填充的提示经过 forward_cached（预填充和一步）：每个提示的 logits 都与单独计算时相同，"
                      "与 pad token 及其嵌入无关"),
         calls=_padding_calls,
-        compare=all_of(deep_close(**F64, ignore=("pad_invariant",)),
-                       plain_equal("pad_invariant", reason="the logits depend on the padding")),
+        compare=all_of(deep_close(**F64, ignore=("pad_invariant", "again")),
+                       plain_equal("pad_invariant", reason="the logits depend on the padding"),
+                       _pad_invariant),
         pitfalls=("padding-attended", "padding-positions", "softmax-all-masked-nan"),
         seed=4,
     ),
@@ -211,8 +240,8 @@ CHECKS = requiring([
         message=text("generate_batch: each prompt followed by the tokens it gets when generated alone",
                      "generate_batch：每个提示后面接的 token 与单独生成它时相同"),
         calls=_batch_calls,
-        compare=all_of(deep_close(ignore=("inputs_unchanged",)),
-                       plain_equal("inputs_unchanged", reason="modified its input")),
+        compare=all_of(deep_close(ignore=("inputs_unchanged", "inputs_after")),
+                       plain_equal("inputs_unchanged", reason="modified its input"), _unmodified),
         pitfalls=("padding-attended", "padding-positions", "softmax-all-masked-nan"),
         seed=5,
     ),
@@ -234,10 +263,23 @@ CHECKS = requiring([
                      "KVCache：新缓存的 len() 为 0，之后等于已追加的位置数；append 按顺序返回该层至今所有的 key 和 value"),
         calls=_cache_calls,
         compare=all_of(plain_equal("lengths", reason="wrong len(cache)"),
-                       plain_equal("concatenated", reason="append does not return all keys and values so far")),
+                       plain_equal("concatenated", reason="append does not return all keys and values so far"),
+                       _returned_so_far),
         seed=7,
     ),
+    *COST_CHECKS,
     device_check("14-device", _device_calls, owner="forward_cached", pitfalls=(), seed=8),
     no_forbidden_calls("14", requires=("14-steps",)),
-], {"14-context-limit": ("14-steps",), "14-batch-too-long": ("14-batch",), "14-cache": ("14-steps",),
-    "14-device": ("14-steps",)})
+], {
+    # Values right without the work are not the exercise: each check pays only
+    # once the cached work it relies on is measured to cost far less than
+    # recomputing (grader/checks/kv_cache_cost.py).
+    "14-steps": ("14-cache-cost",), "14-chunks": ("14-cache-cost", "14-chunks-cost"),
+    "14-padding": ("14-cache-cost", "14-padding-cost"),
+    "14-generate": ("14-cache-cost", "14-generate-cost"), "14-batch": ("14-cache-cost", "14-batch-cost"),
+    "14-context-limit": ("14-steps", "14-cache-cost"),
+    "14-batch-too-long": ("14-batch", "14-cache-cost", "14-batch-cost"),
+    "14-cache": ("14-steps", "14-cache-cost"), "14-device": ("14-steps", "14-cache-cost"),
+    "14-no-forbidden-calls": ("14-cache-cost",), "14-generate-cost": ("14-cache-cost",),
+    "14-batch-cost": ("14-cache-cost",), "14-chunks-cost": ("14-cache-cost",),
+    "14-padding-cost": ("14-cache-cost",)})

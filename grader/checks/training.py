@@ -1,18 +1,23 @@
 """Hidden checks of exercise 13 (a training loop, and sampling).
 
 The models are the probes' own (:class:`coursekit.probes.training.ProbeLM`,
-:class:`coursekit.probes.sampling.ScriptedLM`), tiny and seeded, and they
-record what each forward pass saw: so the checks observe modes, gradient
-recording and window lengths, never the code that sets them. Sampling is
-observed at the dispatcher, where torch.multinomial receives its
-probabilities. Training inside a check is a few SGD steps, or 60 Adam steps
-of a model with a few hundred parameters.
+:class:`coursekit.probes.sampling.ScriptedLM`), tiny and seeded. Points rest
+on what the submission returns, compared here with the reference's on
+inputs the grader chose (issue 36): get_batch's facts are computed in this
+process from its tensors; train_step and train are judged on the
+parameters they end with (batches and dropout's masks seeded); generate on
+its tokens, watched and unwatched. What the models record in the child
+(modes, gradient recording, window lengths) and what the sampling watch
+sees at the dispatcher may only take points away: a student can rewrite
+them. Training inside a check is a few SGD steps, or 60 Adam steps of a
+model with a few hundred parameters.
 """
 from __future__ import annotations
 
 import torch
 
-from grader.checks import Check, all_of, deep_close, plain_equal, tensors_close, text
+from grader.checks import Check, all_of, deep_close, plain_equal, tensor_dicts_close, tensors_close, text
+from coursekit.probes.training import batch_facts
 from grader.sandbox import ProbeCall
 
 TRAINING = "coursekit.probes.training"
@@ -83,13 +88,15 @@ def _estimate_calls(gen: torch.Generator) -> list[ProbeCall]:
 
 def _loop_calls(gen: torch.Generator) -> list[ProbeCall]:
     config = {"vocab_size": _int(gen, 5, 8), "context_length": _int(gen, 3, 6), "d_model": 8, "dropout": 0.1}
-    steps = _int(gen, 50, 70)
+    steps, eval_every = _int(gen, 50, 70), _int(gen, 15, 30)
+    if steps % eval_every == 0:  # the last step is never an evaluation step already (as in the public test)
+        steps += 1
     return [ProbeCall(f"{TRAINING}:loop", {"config": config, "seed": _int(gen, 0, 10_000), "steps": steps,
-                                           "batch_size": _int(gen, 4, 10), "eval_every": _int(gen, 15, 30),
+                                           "batch_size": _int(gen, 4, 10), "eval_every": eval_every,
                                            "eval_batches": _int(gen, 2, 4)})]
 
 
-def _sample_calls(gen: torch.Generator, kind: str) -> list[ProbeCall]:
+def _sample_calls(gen: torch.Generator, kind: str, dropout: float = 0.0) -> list[ProbeCall]:
     calls = []
     for index in range(3):
         vocab, context = _int(gen, 5, 12), _int(gen, 4, 9)
@@ -105,15 +112,48 @@ def _sample_calls(gen: torch.Generator, kind: str) -> list[ProbeCall]:
         idx = torch.randint(0, vocab, (_int(gen, 1, 3), n), generator=gen)
         calls.append(ProbeCall(f"{SAMPLING}:sample", {
             "vocab_size": vocab, "context_length": context, "seed": _int(gen, 0, 10_000), "idx": idx,
-            "max_new_tokens": new, "temperature": temperature, "top_k": top_k}))
+            "max_new_tokens": new, "temperature": temperature, "top_k": top_k, "dropout": dropout}))
     return calls
 
 
+def _batches_ok(submitted: object, expected: object) -> str | None:
+    """The facts of both results' pairs (grader-side) equal, one reason per fact."""
+    same = all_of(plain_equal("shapes", reason="wrong shapes"), plain_equal("dtypes", reason="wrong dtypes"),
+                  plain_equal("x_windows", reason="x is not a window of the data"),
+                  plain_equal("y_next", reason="y is not the window one token later"),
+                  plain_equal("starts_in_range", reason="a start out of range"),
+                  plain_equal("every_start_drawn", reason="some start is never drawn"))
+    sizes = {"data": expected["data"], "batch_size": expected["batch_size"],
+             "context_length": expected["context_length"]}   # the reference's: the submission's may lie
+    return same(batch_facts(submitted["pairs"], **sizes), batch_facts(expected["pairs"], **sizes))
+
+
+def _trained_weights(submitted: object, expected: object) -> str | None:
+    reason = tensor_dicts_close("parameters", atol=1e-7, rtol=1e-6)(submitted, expected)
+    return reason and "the weights after training are not those of the optimiser's steps on the batches"
+
+
 def _sample_ok() -> object:
+    # "free": the same call unobserved (no dispatch mode, real draws under
+    # seeded generators), compared with the reference's tokens: what the
+    # watched call shows is also what happens when nobody watches.
     return all_of(plain_equal("draws", reason="not one torch.multinomial call per new token"),
                   tensors_close("probs", atol=1e-5, rtol=1e-4, check_dtype=False),
                   tensors_close("out"),
-                  plain_equal("idx_unchanged", reason="modified its input"))
+                  plain_equal("idx_unchanged", reason="modified its input"),
+                  _unmodified("idx_after"),
+                  _unwatched_tokens)
+
+
+def _unmodified(key: str):
+    """The inputs as they were after the call equal the reference's (which
+    leaves them alone): judged here on the tensors, not on the child's word."""
+    same = deep_close(atol=0, rtol=0)
+    return lambda submitted, expected: same(submitted[key], expected[key]) and "modified its input"
+
+
+def _unwatched_tokens(submitted: object, expected: object) -> str | None:
+    return tensors_close("free")(submitted, expected) and "other tokens when run without the grader's recording"
 
 
 CHECKS = [
@@ -127,11 +167,8 @@ CHECKS = [
         calls=_batch_calls,
         # One reason per fact: a failure's kind names what went wrong, and
         # only a variant that goes wrong the same way is offered as a hint.
-        compare=all_of(plain_equal("shapes", reason="wrong shapes"), plain_equal("dtypes", reason="wrong dtypes"),
-                       plain_equal("x_windows", reason="x is not a window of the data"),
-                       plain_equal("y_next", reason="y is not the window one token later"),
-                       plain_equal("starts_in_range", reason="a start out of range"),
-                       plain_equal("every_start_drawn", reason="some start is never drawn")),
+        # The facts are drawn here from the returned tensors (batch_facts).
+        compare=_batches_ok,
         pitfalls=("targets-not-shifted",),
     ),
     Check(
@@ -173,8 +210,11 @@ CHECKS = [
         message=text("train_step runs the model in training mode, whatever mode it was left in",
                      "无论模型之前处于什么模式，train_step 都在训练模式下运行模型"),
         calls=_mode_calls,
+        # The parameters after steps with dropout (masks seeded alike) are
+        # the evidence; the model's records may only take points away.
         compare=all_of(plain_equal("training", reason="a forward pass of train_step ran in eval mode"),
-                       plain_equal("grad", reason="a forward pass of train_step ran without gradients")),
+                       plain_equal("grad", reason="a forward pass of train_step ran without gradients"),
+                       deep_close(atol=1e-9, rtol=1e-7, ignore=("training", "grad", "floats"))),
         pitfalls=("train-mode-missing",),
         requires=("13-train-step",),
         seed=4,
@@ -206,7 +246,10 @@ CHECKS = [
                        plain_equal("val_steps", reason="held-out losses after the wrong steps"),
                        plain_equal("shapes", reason="batches of the wrong shape"),
                        plain_equal("modes", reason="forward passes in the wrong mode"),
-                       plain_equal("learned", reason="the held-out loss did not fall")),
+                       plain_equal("learned", reason="the held-out loss did not fall"),
+                       # The evidence: the weights it ends with are those of
+                       # the contract's optimiser steps on the seeded batches.
+                       _trained_weights),
         pitfalls=("train-mode-missing", "eval-mode-missing", "zero-grad-forgotten"),
         seed=6,
     ),
@@ -248,9 +291,13 @@ CHECKS = [
         weight=1,
         message=text("generate runs the model in eval mode and without gradients",
                      "generate 在评估模式下、不计算梯度地运行模型"),
-        calls=lambda gen: _sample_calls(gen, "temperature")[:1],
+        # Dropout 0.5 in the model: generating in training mode drops logits,
+        # which shows in the tokens (watched and unwatched), not only in what
+        # the model records (which may only take points away).
+        calls=lambda gen: _sample_calls(gen, "temperature", dropout=0.5)[:1],
         compare=all_of(plain_equal("training", reason="the model generated in training mode"),
-                       plain_equal("grad", reason="generation recorded gradients")),
+                       plain_equal("grad", reason="generation recorded gradients"),
+                       tensors_close("out"), _unwatched_tokens),
         requires=("13-temperature",),
         seed=10,
     ),

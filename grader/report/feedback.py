@@ -93,3 +93,12 @@ def instructor_details(records: list[Record]) -> list[tuple[str, str, str, str]]
                 grouped.setdefault(key, []).append(verdict["check_id"])
     rows = [(student, exercise, ", ".join(checks), detail) for (student, exercise, detail), checks in grouped.items()]
     return rows[:MAX_DETAIL_ROWS]
+
+
+def to_review(records: list[Record]) -> list[tuple[str, str, str, str]]:
+    """(student, exercise, check, reason) of every check that *could not
+    tell* (a measured figure too near its threshold: grader/checks/work.py):
+    no points for now, for the instructor to settle (``grader adjust``)."""
+    return [(record.key.student, record.key.exercise, verdict["check_id"], verdict.get("reason", ""))
+            for record in records for verdict in record.verdicts if verdict.get("kind") == "could not tell"]
+

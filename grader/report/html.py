@@ -14,7 +14,7 @@ from grader.course import Course
 from grader.feedback import STATUSES, status_text
 from grader.gradebook import Record
 from grader.report import plots
-from grader.report.feedback import instructor_details
+from grader.report.feedback import instructor_details, to_review
 from grader.report.student_page import render_student_page
 from grader.report.templating import environment  # noqa: F401  (callers import it from here)
 
@@ -151,7 +151,7 @@ def _write_overview(env: Environment, course: Course, records: list[Record], out
         course=course, exercises=exercises, students=students, totals=totals, max_total=max_total,
         check_rows=check_difficulty(records), pitfalls=pitfalls, hints=hints, figures=figures,
         status_text=status_text, pages={student: page_name(student) for student in students},
-        exam_stats=exam_stats, details=details, exams=exams, exam_list=exam_list,
+        exam_stats=exam_stats, details=details, exams=exams, exam_list=exam_list, to_review=to_review(records),
         similarity=similarity[0] if similarity else None, similarity_note=similarity[1] if similarity else "",
         attempted={e.id: sum(1 for rows in students.values() if e.id in rows and rows[e.id].status not in NOT_ATTEMPTED)
                    for e in exercises},

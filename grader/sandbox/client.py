@@ -314,7 +314,7 @@ class Sandbox:
             child_ends = []
             if reply.get("op") != "started":
                 raise SandboxError(f"the fork-server could not start a run: {reply.get('error', 'it died')}")
-            pid = self._running[run_id] = reply["pid"]
+            pid = self._running[run_id] = state.pid = reply["pid"]
             deadline = time.monotonic() + self.limits.timeout_s
             state.pump(ours, call_frames, deadline=deadline)
             if state.hung_up and not state.done:

@@ -64,12 +64,19 @@ class ProbeCall:
 
 @dataclass
 class CallResult:
-    """One probe call: its value, or the exception it raised (one line)."""
+    """One probe call: its value, or the exception it raised (one line).
+
+    ``cpu_s``: the child's CPU seconds from the moment the grader sent this
+    call until its answer came, read by the grader from ``/proc``
+    (:mod:`grader.sandbox.proc`), never from anything the child says;
+    only for a call sent in a batch of its own (None otherwise, or where
+    ``/proc`` could not tell)."""
 
     ok: bool
     value: object = None
     error_type: str | None = None
     error: str | None = None
+    cpu_s: float | None = field(default=None, compare=False)   # a measurement, not part of the result
 
 
 @dataclass

@@ -24,8 +24,8 @@ import selectors
 import signal
 import time
 
-from grader.sandbox import wire
-from grader.sandbox.procstat import ends_within, oom_kill_count  # noqa: F401 - the client reads them here
+from grader.sandbox import proc, wire
+from grader.sandbox.proc import ends_within, oom_kill_count  # noqa: F401 - the client reads them here
 from grader.sandbox.model import CallResult, Limits, RunResult
 
 _TEXT_LIMIT = 500
@@ -66,6 +66,8 @@ class RunState:
         self.output = {1: bytearray(), 2: bytearray()}
         self._reader = wire.FrameReader()
         self._bell_bytes = 0
+        self.pid: int | None = None           # the child's, set by the client: its CPU time is read from /proc
+        self._cpu_before: proc.Reading | None = None   # ... when a batch of one call was sent
 
     # -- I/O ------------------------------------------------------------------
 
@@ -176,10 +178,14 @@ class RunState:
         if i < self._batch_end:
             self.current = i
             return
+        if self._cpu_before is not None and i:  # a batch of one call, answered now
+            self.calls[-1].cpu_s, self._cpu_before = proc.spent(self._cpu_before, proc.read(self.pid)), None
         if self._sent_batches < len(self._batches):
             count, frame = self._batches[self._sent_batches]
             self._sent_batches += 1
             self.current, self._batch_end = i, i + count
+            if count == 1 and self.pid is not None:  # the child waits for it: nothing of its own runs now
+                self._cpu_before = proc.read(self.pid)
             self._queue(frame)
         else:
             self.current = None
@@ -307,7 +313,7 @@ class RunState:
     def _ended_by(self, wait: dict | None, oom_kills: int) -> str:
         """Who ended the run (see RunResult): decided from what the grader
         saw, in order of certainty."""
-        if self.done or self.import_error is not None or self.fatal or self.tampered or _tamper_exit(wait):
+        if self.done or self.import_error is not None or self.fatal or self.tampered or wire.tamper_exit(wait):
             return "itself"  # it answered to the end, or its own frames ended it
         if self.timed_out or self.output_exceeded:
             return "limit"
@@ -352,7 +358,7 @@ class RunState:
         cpu = wait.get("cpu_s") or 0.0
         # After running out of memory, that stays the cause (the first mistake), however the run ended.
         ran_out = f"{self._memory_head()}, then " if self.memory_call is not None else ""
-        if self.tampered or _tamper_exit(wait):
+        if self.tampered or wire.tamper_exit(wait):
             why = self.tampered or "the child found its result pipe or its sender replaced or rewritten"
             return "tampered", f"the sandboxed run's result channel was tampered with{self._where()}: {why}"
         if self.import_error is not None:
@@ -385,12 +391,6 @@ def _text(value: object, limit: int = _TEXT_LIMIT) -> str:
     text = value if type(value) is str else f"<{type(value).__name__}, not text>"
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _tamper_exit(wait: dict | None) -> bool:
-    """Ended with :data:`wire.TAMPER_EXIT` (its own code choosing it voids only its own run)."""
-    status = (wait or {}).get("status")
-    return isinstance(status, int) and os.WIFEXITED(status) and os.WEXITSTATUS(status) == wire.TAMPER_EXIT
 
 
 def _signame(sig: int) -> str:

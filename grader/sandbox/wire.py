@@ -247,3 +247,9 @@ def one_line(exc: BaseException, limit: int = 300) -> str:
     text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def tamper_exit(wait: dict | None) -> bool:
+    """A child that ended with :data:`TAMPER_EXIT` (its own code choosing it voids only its own run)."""
+    status = (wait or {}).get("status")
+    return isinstance(status, int) and os.WIFEXITED(status) and os.WEXITSTATUS(status) == TAMPER_EXIT

@@ -1,5 +1,5 @@
 """Points only for real work, end to end: each submission in real_work/
-is a student of one `grader grade` run over exercises 04, 09, 10 and 11 (with
+is a student of one `grader grade` run over exercises 04, 09, 10, 11, 13 and 14 (with
 the references as controls), and each gets the outcome real_work/expected.yaml
 gives it: checks that could pay without the core behaviour (decoding,
 training, devices, dropout, structure) pay nothing without it, and structure
@@ -18,7 +18,7 @@ from redteam.corpus import assert_outcome, grade_folder
 HERE = Path(__file__).parent / "real_work"
 SUBMISSIONS = sorted(p.name for p in HERE.iterdir() if p.is_dir())
 EXPECTED = yaml.safe_load((HERE / "expected.yaml").read_text())
-EXERCISES = ("04", "09", "10", "11")
+EXERCISES = ("04", "09", "10", "11", "13", "14")
 
 
 @pytest.fixture(scope="module")
