@@ -9,9 +9,12 @@ the instructor only: it may quote hidden inputs.
 """
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+import torch
 
 from grader.checks import Check
 from grader.checks.forbidden import unwrapped, unwrapped_value
@@ -159,3 +162,61 @@ def fails_alike(check: Check, calls: slice, submission: RunResult, variant: RunR
         elif _compare(check, mine.value, theirs.value) is not None:
             return False
     return True
+
+
+# Gaps are sums of squares; a non-finite entry where the other has another
+# value counts as this much (far beyond any real difference).
+_FAR = 1e30
+
+
+def _gap(mine: object, theirs: object) -> float | None:
+    """The squared distance between the numbers of two plain results (their
+    tensors, walked alike; in an integer or bool tensor each entry that
+    differs counts one), ``_FAR`` where their forms differ, None when they
+    hold no tensor at all."""
+    if isinstance(theirs, torch.Tensor) or isinstance(mine, torch.Tensor):
+        if not (isinstance(theirs, torch.Tensor) and isinstance(mine, torch.Tensor)) or mine.shape != theirs.shape:
+            return _FAR
+        if not (theirs.is_floating_point() or theirs.is_complex()):
+            # Token ids, counts, flags: each entry that differs counts one.
+            return float((mine.to(theirs.dtype) != theirs).sum())
+        a, b = mine.detach().double(), theirs.detach().double()
+        finite = torch.isfinite(a) & torch.isfinite(b)
+        # Non-finite entries must be the very same (NaN where NaN, +inf where +inf).
+        odd = ~finite & ~((a == b) | (torch.isnan(a) & torch.isnan(b)))
+        return float(((a - b)[finite] ** 2).sum()) + _FAR * int(odd.sum())
+    if isinstance(theirs, dict) and isinstance(mine, dict):
+        parts = [_gap(mine.get(key), value) for key, value in theirs.items()]
+    elif isinstance(theirs, (list, tuple)) and isinstance(mine, (list, tuple)) and len(mine) == len(theirs):
+        parts = [_gap(a, b) for a, b in zip(mine, theirs)]
+    else:
+        return None
+    found = [part for part in parts if part is not None]
+    return sum(found) if found else None
+
+
+def resemblance(calls: slice, submission: RunResult, variant: RunResult, expected: RunResult) -> float | None:
+    """How far the submission's numbers on these calls are from a variant's,
+    relative to how far the variant's are from the reference's: about 0 when
+    the submission makes the variant's very mistake (float noise apart),
+    about 1 or more when it is merely wrong in another way nearby. None when
+    the calls return no numbers to weigh (booleans, counts, errors).
+
+    A check's own tolerance cannot say this: two different mistakes whose
+    errors are both just above it (a loose tolerance on large weights) are
+    within it of each other."""
+    mine_total = theirs_total = 0.0
+    weighed = False
+    for index in range(calls.start, calls.stop):
+        runs = [run.calls[index] if index < len(run.calls) else None for run in (submission, variant, expected)]
+        if any(call is None or not call.ok for call in runs):
+            continue
+        mine, theirs, reference = (call.value for call in runs)
+        apart, off = _gap(mine, theirs), _gap(theirs, reference)
+        if apart is None or off is None:
+            continue
+        weighed = True
+        mine_total, theirs_total = mine_total + apart, theirs_total + off
+    if not weighed or (mine_total == 0 and theirs_total == 0):
+        return None
+    return math.inf if theirs_total == 0 else math.sqrt(mine_total / theirs_total)

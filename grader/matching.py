@@ -1,0 +1,112 @@
+"""Which pitfall variant, if any, made the submission's mistake.
+
+A variant is the reference with one known mistake. It is *confirmed* on a
+failed check only when its outputs there are the submission's own: the same
+errors, and numbers equal to float noise (:func:`grader.failures.resemblance`),
+not merely "both fail this check" or "both within the check's tolerance".
+Booleans and counts (``earlier_unchanged: False``) are shared by every
+mistake that breaks the same property, so they confirm nothing by
+themselves: the variant must also reproduce the submission's numbers or
+errors on some check (``agreeing``), or fail exactly the submission's checks
+and each alike (``identical``), and fail no check the submission passes
+(``consistent``). One mistake, one name: when two variants qualify, the one
+that agrees on more checks stays; a tie confirms neither.
+
+A *possible* pitfall is a guess, said as one: declared by the check, failing
+it with the same signature, never contradicted by the submission's numbers.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from grader.checks import Check
+from grader.failures import fails_alike, resemblance
+from grader.sandbox import RunResult
+
+# Numbers this close (relative to the variant's own error) are the same mistake.
+CONFIRM_RATIO = 0.1
+# Numbers farther than this from a variant's are another mistake, not a guess at it.
+GUESS_RATIO = 0.5
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the whole run says about one variant."""
+
+    consistent: bool     # it fails no check that the submission passes
+    agreeing: int        # failed checks where it has the submission's very numbers or errors
+    contradicted: bool   # a check both fail where the numbers are another mistake's
+    identical: bool      # it fails exactly the submission's checks, each alike
+
+    @property
+    def confirms(self) -> bool:
+        return self.consistent and (self.agreeing > 0 or self.identical)
+
+
+def same_outputs(check: Check, calls: slice, submission: RunResult, variant: RunResult,
+                 expected: RunResult) -> bool:
+    """The variant's results on the check's calls are the submission's:
+    alike by the check's compare and, where there are numbers, equal to well
+    within the variant's own distance from the reference."""
+    if not fails_alike(check, calls, submission, variant):
+        return False
+    ratio = resemblance(calls, submission, variant, expected)
+    return ratio is None or ratio <= CONFIRM_RATIO
+
+
+def plausible(check: Check, calls: slice, submission: RunResult, variant: RunResult, expected: RunResult,
+              found: Evidence) -> bool:
+    """Whether the variant may be guessed at for this failed check: its
+    numbers there are not another mistake's; where the check has no numbers
+    (booleans, errors), none of the run's checks contradicts it."""
+    ratio = resemblance(calls, submission, variant, expected)
+    return not found.contradicted if ratio is None else ratio <= GUESS_RATIO
+
+
+def _raised(calls: slice, run: RunResult) -> bool:
+    return any(index < len(run.calls) and not run.calls[index].ok for index in range(calls.start, calls.stop))
+
+
+def evidence(checks: Iterable[Check], slices: dict[str, slice], submission: RunResult, variant: RunResult,
+             expected: RunResult, passed: set[str], variant_fails: Callable[[Check], bool]) -> Evidence:
+    """One variant's :class:`Evidence` over every check of the exercise
+    (``variant_fails(check)``: whether the variant fails it, cached by the judge)."""
+    consistent, agreeing, contradicted, identical = True, 0, False, True
+    for check in checks:
+        if not variant_fails(check):
+            identical = identical and check.id in passed
+            continue
+        if check.id in passed:
+            consistent = False
+            continue
+        calls = slices[check.id]
+        ratio = resemblance(calls, submission, variant, expected)
+        alike = fails_alike(check, calls, submission, variant)
+        identical = identical and alike and (ratio is None or ratio <= CONFIRM_RATIO)
+        if ratio is not None and ratio > GUESS_RATIO:
+            contradicted = True
+        elif alike and (ratio is not None and ratio <= CONFIRM_RATIO or ratio is None and _raised(calls, submission)):
+            agreeing += 1
+    return Evidence(consistent, agreeing, contradicted, identical)
+
+
+def one_per_mistake(confirmed: list[str], found: dict[str, Evidence]) -> tuple[list[str], list[str]]:
+    """(confirmed, ambiguous): at most one variant confirmed on a check, the
+    one that agrees with the submission on the most checks; variants tied
+    for that are only guesses."""
+    if len(confirmed) <= 1:
+        return confirmed, []
+    best = max(found[p].agreeing for p in confirmed)
+    top = [p for p in confirmed if found[p].agreeing == best]
+    return (top, []) if len(top) == 1 else ([], top)
+
+
+def explain_by_confirmed(verdicts: list) -> None:
+    """A check that one of the exercise's confirmed pitfalls might explain
+    keeps only that one as possible: one mistake, named once, not a list."""
+    confirmed = {p for v in verdicts for p in v.confirmed}
+    for verdict in verdicts:
+        if explained := [p for p in verdict.possible if p in confirmed]:
+            verdict.possible = explained
+            verdict.pitfalls = [*verdict.confirmed, *explained]
