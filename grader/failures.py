@@ -164,59 +164,69 @@ def fails_alike(check: Check, calls: slice, submission: RunResult, variant: RunR
     return True
 
 
-# Gaps are sums of squares; a non-finite entry where the other has another
-# value counts as this much (far beyond any real difference).
-_FAR = 1e30
+def _leaves(value: object, path: tuple = ()) -> dict[tuple, object]:
+    """The tensors of a plain result by where they sit (dict keys, list
+    indexes); anything else that is not a container is kept as it is."""
+    if isinstance(value, dict):
+        return {leaf: v for key, item in value.items() for leaf, v in _leaves(item, (*path, str(key))).items()}
+    if isinstance(value, (list, tuple)):
+        return {leaf: v for i, item in enumerate(value) for leaf, v in _leaves(item, (*path, i)).items()}
+    return {path: value}
 
 
-def _gap(mine: object, theirs: object) -> float | None:
-    """The squared distance between the numbers of two plain results (their
-    tensors, walked alike; in an integer or bool tensor each entry that
-    differs counts one), ``_FAR`` where their forms differ, None when they
-    hold no tensor at all."""
-    if isinstance(theirs, torch.Tensor) or isinstance(mine, torch.Tensor):
-        if not (isinstance(theirs, torch.Tensor) and isinstance(mine, torch.Tensor)) or mine.shape != theirs.shape:
-            return _FAR
-        if not (theirs.is_floating_point() or theirs.is_complex()):
-            # Token ids, counts, flags: each entry that differs counts one.
-            return float((mine.to(theirs.dtype) != theirs).sum())
-        a, b = mine.detach().double(), theirs.detach().double()
-        finite = torch.isfinite(a) & torch.isfinite(b)
-        # Non-finite entries must be the very same (NaN where NaN, +inf where +inf).
-        odd = ~finite & ~((a == b) | (torch.isnan(a) & torch.isnan(b)))
-        return float(((a - b)[finite] ** 2).sum()) + _FAR * int(odd.sum())
-    if isinstance(theirs, dict) and isinstance(mine, dict):
-        parts = [_gap(mine.get(key), value) for key, value in theirs.items()]
-    elif isinstance(theirs, (list, tuple)) and isinstance(mine, (list, tuple)) and len(mine) == len(theirs):
-        parts = [_gap(a, b) for a, b in zip(mine, theirs)]
-    else:
-        return None
-    found = [part for part in parts if part is not None]
-    return sum(found) if found else None
+def _plain_same(a: object, b: object) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - plain data of any form comes back from the sandbox
+        return False
+
+
+def _numbers(value: object) -> torch.Tensor | None:
+    return value.detach().double() if isinstance(value, torch.Tensor) else None
 
 
 def resemblance(calls: slice, submission: RunResult, variant: RunResult, expected: RunResult) -> float | None:
     """How far the submission's numbers on these calls are from a variant's,
-    relative to how far the variant's are from the reference's: about 0 when
-    the submission makes the variant's very mistake (float noise apart),
-    about 1 or more when it is merely wrong in another way nearby. None when
-    the calls return no numbers to weigh (booleans, counts, errors).
+    relative to how far the variant's are from the reference's (the tensors
+    of the calls where all three returned a value): about 0 when the
+    submission makes the variant's very mistake (float noise apart), about
+    1 or more when it is wrong in another way. None when there are no
+    numbers to weigh (booleans, counts, errors) or the variant's equal the
+    reference's. A tensor of another shape, or a non-finite entry where the
+    other has another value, makes them unlike (inf).
 
     A check's own tolerance cannot say this: two different mistakes whose
     errors are both just above it (a loose tolerance on large weights) are
     within it of each other."""
-    mine_total = theirs_total = 0.0
-    weighed = False
+    apart = off = 0.0
     for index in range(calls.start, calls.stop):
         runs = [run.calls[index] if index < len(run.calls) else None for run in (submission, variant, expected)]
         if any(call is None or not call.ok for call in runs):
             continue
-        mine, theirs, reference = (call.value for call in runs)
-        apart, off = _gap(mine, theirs), _gap(theirs, reference)
-        if apart is None or off is None:
-            continue
-        weighed = True
-        mine_total, theirs_total = mine_total + apart, theirs_total + off
-    if not weighed or (mine_total == 0 and theirs_total == 0):
-        return None
-    return math.inf if theirs_total == 0 else math.sqrt(mine_total / theirs_total)
+        mine, theirs, reference = (_leaves(call.value) for call in runs)
+        for where, value in reference.items():
+            r, v, m = _numbers(value), _numbers(theirs.get(where)), _numbers(mine.get(where))
+            if r is None:
+                continue
+            if v is None or m is None:
+                # No tensor where the reference has one (a missing gradient):
+                # like each other only when both lack it alike.
+                if v is not None or m is not None or not _plain_same(theirs.get(where), mine.get(where)):
+                    return math.inf
+                off += 1.0
+                continue
+            if m.shape != v.shape:
+                return math.inf
+            same = (m == v) | (torch.isnan(m) & torch.isnan(v))
+            if bool((~(torch.isfinite(v) & torch.isfinite(m)) & ~same).any()):
+                return math.inf
+            finite = torch.isfinite(v) & torch.isfinite(m)
+            apart += float(((m - v)[finite] ** 2).sum())
+            if r.shape != v.shape:  # both of another shape than the reference's: far from it
+                off += float(v.numel()) + 1.0
+                continue
+            finite = finite & torch.isfinite(r)
+            off += float(((v - r)[finite] ** 2).sum()) + float((torch.isfinite(v) != torch.isfinite(r)).sum())
+    if off == 0:
+        return None if apart == 0 else math.inf
+    return math.sqrt(apart / off)

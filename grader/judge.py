@@ -35,15 +35,14 @@ from grader.failures import DETAIL_LIMIT, NOT_RUN, Failure, check_failure, first
 from grader.figures import run_figures
 from grader.feedback import Phrase, both, missing_names, run_cause, source_problem
 from grader.course.pitfalls import load_variants
-from grader.matching import (Evidence, evidence, explain_by_confirmed, one_per_mistake, plausible,
-                             same_outputs)
+from grader.matching import Evidence, evidence, explain_by_confirmed, one_per_mistake, same_outputs
 from grader.sandbox import RunResult, Sandbox
 from grader.intake.submissions import assemble
 
 
-# At most this many unconfirmed pitfalls are offered per failed check: a
-# guess, not a list of possibilities (the check's reason says what is wrong).
-MAX_POSSIBLE = 1
+# At most this many unconfirmed pitfalls are offered per failed check, as
+# guesses ("possibly"), beside the check's own words (its reason).
+MAX_POSSIBLE = 2
 
 
 class GraderError(Exception):
@@ -286,8 +285,7 @@ class Judge:
         Confirmed: the variant's outputs on the check's calls are the
         submission's; one per mistake. Possible: a pitfall the check declares
         (or whose known error message matches) whose variant fails with the
-        same signature, is not contradicted by the submission's numbers and
-        passes every check in ``passed`` that declares it; at most
+        same signature and passes every check in ``passed`` that declares it; at most
         :data:`MAX_POSSIBLE`. ``found``: each variant's evidence on this run,
         filled on first use and shared by the run's checks."""
         variants = self.variant_results(exercise, workdir)
@@ -298,9 +296,8 @@ class Judge:
                                                                                       expected) is not None
                 found[pitfall_id] = evidence(plan.checks, plan.slices, run, variant, expected, passed, fails)
         confirmed = [pitfall_id for pitfall_id, variant in variants.items()
-                     if found[pitfall_id].confirms
-                     and self._variant_failure(exercise, check, pitfall_id, variant, expected) is not None
-                     and same_outputs(check, calls, run, variant, expected)]
+                     if self._variant_failure(exercise, check, pitfall_id, variant, expected) is not None
+                     and same_outputs(check, calls, run, variant, expected, found[pitfall_id])]
         confirmed, ambiguous = one_per_mistake(confirmed, found)
         if confirmed:  # a confirmed pitfall explains the failure; guesses beside it would be noise
             return confirmed, []
@@ -318,7 +315,6 @@ class Judge:
                 continue
             theirs = self._variant_failure(exercise, check, pitfall_id, variant, expected)
             if theirs is not None and same_signature(theirs.kind, failure.kind) \
-                    and plausible(check, calls, run, variant, expected, found[pitfall_id]) \
                     and self._consistent(exercise, pitfall_id, variant, expected, passed):
                 possible.append(pitfall_id)
         return [], possible

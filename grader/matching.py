@@ -6,14 +6,17 @@ errors, and numbers equal to float noise (:func:`grader.failures.resemblance`),
 not merely "both fail this check" or "both within the check's tolerance".
 Booleans and counts (``earlier_unchanged: False``) are shared by every
 mistake that breaks the same property, so they confirm nothing by
-themselves: the variant must also reproduce the submission's numbers or
-errors on some check (``agreeing``), or fail exactly the submission's checks
-and each alike (``identical``), and fail no check the submission passes
-(``consistent``). One mistake, one name: when two variants qualify, the one
-that agrees on more checks stays; a tie confirms neither.
+themselves: there the variant must also reproduce the submission's numbers
+or errors on some other check (``agreeing``), or fail exactly the
+submission's checks and each alike (``identical``), and fail no check the
+submission passes (``consistent``). One mistake, one name: when two
+variants qualify, the one that agrees on more checks stays; a tie confirms
+neither.
 
-A *possible* pitfall is a guess, said as one: declared by the check, failing
-it with the same signature, never contradicted by the submission's numbers.
+A *possible* pitfall is a guess, said as one (grader/judge.py): declared by
+the check, failing it with the same signature (no measure of closeness
+picks the right family better than the instructor's declared order: a
+wrong scale lies nearer a wrong-dim softmax than another wrong scale).
 """
 from __future__ import annotations
 
@@ -26,8 +29,6 @@ from grader.sandbox import RunResult
 
 # Numbers this close (relative to the variant's own error) are the same mistake.
 CONFIRM_RATIO = 0.1
-# Numbers farther than this from a variant's are another mistake, not a guess at it.
-GUESS_RATIO = 0.5
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,6 @@ class Evidence:
 
     consistent: bool     # it fails no check that the submission passes
     agreeing: int        # failed checks where it has the submission's very numbers or errors
-    contradicted: bool   # a check both fail where the numbers are another mistake's
     identical: bool      # it fails exactly the submission's checks, each alike
 
     @property
@@ -44,24 +44,17 @@ class Evidence:
         return self.consistent and (self.agreeing > 0 or self.identical)
 
 
-def same_outputs(check: Check, calls: slice, submission: RunResult, variant: RunResult,
-                 expected: RunResult) -> bool:
+def same_outputs(check: Check, calls: slice, submission: RunResult, variant: RunResult, expected: RunResult,
+                 found: Evidence) -> bool:
     """The variant's results on the check's calls are the submission's:
     alike by the check's compare and, where there are numbers, equal to well
-    within the variant's own distance from the reference."""
+    within the variant's own distance from the reference. Where there are
+    none (booleans, counts), the run's other checks must vouch for the
+    variant (``found.confirms``)."""
     if not fails_alike(check, calls, submission, variant):
         return False
     ratio = resemblance(calls, submission, variant, expected)
-    return ratio is None or ratio <= CONFIRM_RATIO
-
-
-def plausible(check: Check, calls: slice, submission: RunResult, variant: RunResult, expected: RunResult,
-              found: Evidence) -> bool:
-    """Whether the variant may be guessed at for this failed check: its
-    numbers there are not another mistake's; where the check has no numbers
-    (booleans, errors), none of the run's checks contradicts it."""
-    ratio = resemblance(calls, submission, variant, expected)
-    return not found.contradicted if ratio is None else ratio <= GUESS_RATIO
+    return found.confirms if ratio is None else ratio <= CONFIRM_RATIO
 
 
 def _raised(calls: slice, run: RunResult) -> bool:
@@ -72,7 +65,7 @@ def evidence(checks: Iterable[Check], slices: dict[str, slice], submission: RunR
              expected: RunResult, passed: set[str], variant_fails: Callable[[Check], bool]) -> Evidence:
     """One variant's :class:`Evidence` over every check of the exercise
     (``variant_fails(check)``: whether the variant fails it, cached by the judge)."""
-    consistent, agreeing, contradicted, identical = True, 0, False, True
+    consistent, agreeing, identical = True, 0, True
     for check in checks:
         if not variant_fails(check):
             identical = identical and check.id in passed
@@ -84,11 +77,9 @@ def evidence(checks: Iterable[Check], slices: dict[str, slice], submission: RunR
         ratio = resemblance(calls, submission, variant, expected)
         alike = fails_alike(check, calls, submission, variant)
         identical = identical and alike and (ratio is None or ratio <= CONFIRM_RATIO)
-        if ratio is not None and ratio > GUESS_RATIO:
-            contradicted = True
-        elif alike and (ratio is not None and ratio <= CONFIRM_RATIO or ratio is None and _raised(calls, submission)):
+        if alike and (ratio <= CONFIRM_RATIO if ratio is not None else _raised(calls, submission)):
             agreeing += 1
-    return Evidence(consistent, agreeing, contradicted, identical)
+    return Evidence(consistent, agreeing, identical)
 
 
 def one_per_mistake(confirmed: list[str], found: dict[str, Evidence]) -> tuple[list[str], list[str]]:
