@@ -35,7 +35,8 @@ from grader.failures import DETAIL_LIMIT, NOT_RUN, Failure, check_failure, first
 from grader.figures import run_figures
 from grader.feedback import Phrase, both, missing_names, run_cause, source_problem
 from grader.course.pitfalls import load_variants
-from grader.matching import Evidence, evidence, explain_by_confirmed, one_per_mistake, same_outputs
+from grader.matching import (Evidence, evidence, explain_by_confirmed, guess_fits, one_per_mistake, same_outputs,
+                             unexplained)
 from grader.sandbox import RunResult, Sandbox
 from grader.intake.submissions import assemble
 
@@ -290,11 +291,11 @@ class Judge:
         filled on first use and shared by the run's checks."""
         variants = self.variant_results(exercise, workdir)
         plan = self.plan(exercise)
+        fails = lambda p, other: self._variant_failure(exercise, other, p, variants[p], expected) is not None
         for pitfall_id, variant in variants.items():
             if pitfall_id not in found:
-                fails = lambda other, p=pitfall_id, v=variant: self._variant_failure(exercise, other, p, v,
-                                                                                      expected) is not None
-                found[pitfall_id] = evidence(plan.checks, plan.slices, run, variant, expected, passed, fails)
+                found[pitfall_id] = evidence(plan.checks, plan.slices, run, variant, expected, passed,
+                                             lambda other, p=pitfall_id: fails(p, other))
         confirmed = [pitfall_id for pitfall_id, variant in variants.items()
                      if self._variant_failure(exercise, check, pitfall_id, variant, expected) is not None
                      and same_outputs(check, calls, run, variant, expected, found[pitfall_id])]
@@ -304,6 +305,7 @@ class Judge:
         candidates = [*ambiguous, *check.pitfalls]
         if failure.detail:  # it raised: pitfalls whose known error messages match say something too
             candidates += [p.id for p in exercise.pitfalls if self._error_matches(p.id, failure.detail)]
+        loose = unexplained(plan.checks, passed, found, fails)
         possible: list[str] = []
         for pitfall_id in dict.fromkeys(candidates):
             if len(possible) >= MAX_POSSIBLE:
@@ -315,6 +317,7 @@ class Judge:
                 continue
             theirs = self._variant_failure(exercise, check, pitfall_id, variant, expected)
             if theirs is not None and same_signature(theirs.kind, failure.kind) \
+                    and guess_fits(pitfall_id, plan.checks, loose, fails) \
                     and self._consistent(exercise, pitfall_id, variant, expected, passed):
                 possible.append(pitfall_id)
         return [], possible

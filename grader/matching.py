@@ -82,6 +82,27 @@ def evidence(checks: Iterable[Check], slices: dict[str, slice], submission: RunR
     return Evidence(consistent, agreeing, identical)
 
 
+def unexplained(checks: Iterable[Check], passed: set[str], found: dict[str, Evidence],
+                variant_fails: Callable[[str, Check], bool]) -> set[str]:
+    """The checks the submission fails that no confirmed variant fails
+    either: a mistake no catalogued one accounts for shows there."""
+    confirmed = [p for p, seen in found.items() if seen.confirms]
+    return {check.id for check in checks if check.id not in passed
+            and not any(variant_fails(p, check) for p in confirmed)}
+
+
+def guess_fits(pitfall_id: str, checks: Iterable[Check], unexplained_ids: set[str],
+               variant_fails: Callable[[str, Check], bool]) -> bool:
+    """A guess is offered only if its variant also fails the checks whose
+    failure nothing else explains: a softmax that ignores ``dim`` fails
+    small random inputs too, which an overflowing softmax passes, so its
+    failure on large scores is no hint of overflow. One miss is forgiven
+    among many (a mistake of the same kind but larger can also fail a
+    training check that the variant's passes)."""
+    missed = sum(not variant_fails(pitfall_id, check) for check in checks if check.id in unexplained_ids)
+    return missed == 0 or (missed == 1 and 2 * missed < len(unexplained_ids))
+
+
 def one_per_mistake(confirmed: list[str], found: dict[str, Evidence]) -> tuple[list[str], list[str]]:
     """(confirmed, ambiguous): at most one variant confirmed on a check, the
     one that agrees with the submission on the most checks; variants tied
