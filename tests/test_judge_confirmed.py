@@ -27,7 +27,7 @@ def _confirmed(result) -> dict[str, list[str]]:
 def test_an_uncatalogued_mistake_gets_no_confirmed_pitfall(course, judge, tmp_path, exercise_id, name):
     exercise = course.exercise(exercise_id)
     result = _grade(judge, exercise, source(exercise, MISTAKES[exercise_id][name]), tmp_path)
-    assert result.status == "graded"
+    assert result.status == "graded" and result.points < result.max_points - 1e-9
     assert not _confirmed(result), _confirmed(result)
     # Guesses stay guesses, a few at most per check.
     assert all(len(v.possible) <= 2 for v in result.verdicts)

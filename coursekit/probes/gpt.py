@@ -21,6 +21,7 @@ from torch import nn
 import torch.nn.functional as F
 
 from coursekit.probes import warm
+from coursekit.probes.dropout import FixedDropout
 from coursekit.probes.modules import (hidden_list_modules, load_weights, own_named_parameters, train_eval_outputs,
                                       walk_modules)
 from coursekit.probes.placement import forward_placement
@@ -326,13 +327,20 @@ def gradient_reach(module: ModuleType, config: dict, seed: int, idx: torch.Tenso
 
 def dropout_modes(module: ModuleType, config: dict, seed: int, idx: torch.Tensor) -> dict:
     """With the config's dropout: whether two train-mode forwards under
-    different RNG seeds differ, and whether eval mode repeats itself and
-    equals the oracle."""
+    different RNG seeds differ, whether eval mode repeats itself and equals
+    the oracle, and the train-mode logits under fixed dropout masks
+    (:class:`coursekit.probes.dropout.FixedDropout`: every dropout of a
+    given shape drops the same entries, however it is called), to compare
+    with the reference's: dropout on the residual sum or on the logits
+    drops other numbers than dropout on each sublayer's output."""
     model = build(module, "GPT", config)
     weights = gpt_weights(config, seed)
     load_weights(model, weights)
+    model.train()
+    with torch.no_grad(), FixedDropout(seed):
+        fixed = model(idx)
     outs = train_eval_outputs(model, lambda m: m(idx))
-    return {"train_varies": not torch.equal(outs["train_0"], outs["train_1"]),
+    return {"train_fixed": fixed, "train_varies": not torch.equal(outs["train_0"], outs["train_1"]),
             "eval_repeatable": torch.equal(outs["eval_0"], outs["eval_1"]),
             "hidden_lists": hidden_list_modules(model),  # .eval() does not reach them
             "eval_matches_oracle": bool(torch.allclose(outs["eval_0"], oracle_logits(config, weights, idx),
