@@ -6,6 +6,9 @@ variants' kinds on the same check: wrong values, NaN, wrong shape, the same
 exception, a shape error of the same kind) and a *reason*, the fixed text
 a student reads. The error text a call raised is kept in ``detail`` for
 the instructor only: it may quote hidden inputs.
+
+:func:`resemblance` weighs whether a variant's numbers are the submission's
+own (grader/matching.py decides what is *confirmed* with it).
 """
 from __future__ import annotations
 

@@ -10,6 +10,8 @@ from accuracy.test_accuracy import ENTRIES
 from grader.course import REPO_ROOT
 from grader.course.pitfalls import load_variants
 from grader.intake.submissions import assemble
+from grader.failures import resemblance
+from grader.sandbox import CallResult, RunResult
 from uncatalogued import MISTAKES, source
 
 PART_C = ("12", "13", "14")
@@ -62,3 +64,26 @@ def test_one_mistake_is_reported_where_it_is_observed(course, judge, tmp_path):
     verdicts = {v.check_id: v for v in result.verdicts}
     assert verdicts["01-input-unchanged"].passed
     assert "softmax-overflow" not in result.pitfalls and not _confirmed(result)
+
+
+def _run(*values) -> RunResult:
+    return RunResult("ok", [CallResult(ok=True, value=v) for v in values], "", "", "", 0.0)
+
+
+def test_resemblance_tells_the_same_mistake_from_a_nearby_one():
+    import torch
+
+    reference = torch.linspace(0, 1, 50)
+    variant = reference * 1.1                       # the variant's mistake
+    same = variant + 1e-7                           # that mistake, float noise apart
+    nearby = reference * 1.1 + 0.02 * torch.cos(reference * 40)  # within a loose tolerance of it, not it
+    calls = slice(0, 1)
+    assert resemblance(calls, _run({"out": same}), _run({"out": variant}), _run({"out": reference})) < 1e-4
+    assert resemblance(calls, _run({"out": nearby}), _run({"out": variant}), _run({"out": reference})) > 0.1
+    # Facts only (booleans): no numbers to weigh.
+    assert resemblance(calls, _run({"ok": False}), _run({"ok": False}), _run({"ok": True})) is None
+    # NaN where the variant has a number, or another shape: unlike.
+    nan = variant.clone()
+    nan[3] = float("nan")
+    assert resemblance(calls, _run(nan), _run(variant), _run(reference)) == float("inf")
+    assert resemblance(calls, _run(variant[:-1]), _run(variant), _run(reference)) == float("inf")
