@@ -12,7 +12,7 @@ submission's own *confirms* its pitfall (grader/matching.py: equal numbers
 or errors, not merely the same failed property), and that hint is shown
 first. Without a confirmed one, a pitfall the check declares is *possible*
 (a guess, said as one) only when its variant fails the check with the same
-signature and the submission's numbers do not contradict it: at most one.
+signature and also fails the checks no confirmed mistake explains: at most two.
 
 Feedback is fixed words (grader/feedback.py): no error message, exception
 class name of the submission's own, printed output or warning reaches a
