@@ -164,6 +164,33 @@ def oracle_logits(config: dict, weights: Weights, idx: torch.Tensor, final_norm:
     return x @ weights["head.weight"].T
 
 
+@torch.no_grad()
+def oracle_train_logits(config: dict, weights: Weights, idx: torch.Tensor, seed: int) -> torch.Tensor:
+    """What ``GPT(**config)`` with ``weights`` returns for ``idx`` in train
+    mode under :class:`FixedDropout` ``(seed)``: dropout on the embeddings'
+    sum, on the attention weights, and on each sublayer's output before the
+    residual add (written out: PyTorch's own layer drops inside its
+    feed-forward too, and its attention drops where no mode can see it)."""
+    c = _full(config)
+    p, d, h = c["dropout"], c["d_model"], c["num_heads"]
+    b, n = idx.shape
+    with FixedDropout(seed):
+        x = F.dropout(F.embedding(idx, weights["tok_emb.weight"]) + weights["pos_emb.weight"][:n], p)
+        for i in range(c["num_layers"]):
+            w = {name[len(f"blocks.{i}."):]: t for name, t in weights.items() if name.startswith(f"blocks.{i}.")}
+            y = F.layer_norm(x, (d,), w["norm1.weight"], w["norm1.bias"])
+            q, k, v = (F.linear(y, w[f"attn.{r}.weight"], w.get(f"attn.{r}.bias")).view(b, n, h, d // h).transpose(1, 2)
+                       for r in ("W_query", "W_key", "W_value"))
+            scores = (q @ k.transpose(-2, -1) / (d // h) ** 0.5).masked_fill(_causal(n), float("-inf"))
+            mixed = (F.dropout(torch.softmax(scores, dim=-1), p) @ v).transpose(1, 2).reshape(b, n, d)
+            x = x + F.dropout(F.linear(mixed, w["attn.out_proj.weight"], w["attn.out_proj.bias"]), p)
+            y = F.layer_norm(x, (d,), w["norm2.weight"], w["norm2.bias"])
+            x = x + F.dropout(F.linear(F.gelu(F.linear(y, w["ff.0.weight"], w["ff.0.bias"])), w["ff.2.weight"],
+                                       w["ff.2.bias"]), p)
+        x = F.layer_norm(x, (d,), weights["final_norm.weight"], weights["final_norm.bias"])
+        return x @ weights["head.weight"].T
+
+
 # --- probes ------------------------------------------------------------------
 # What a model registers is read from nn.Module's own tables (the
 # ``own_*`` walkers), never from methods a submission could override.
