@@ -24,14 +24,23 @@ from coursekit.probes.source import forbidden_uses
 
 class ProbeFailure(AssertionError):
     """A failed expectation: ``what`` was checked, ``expected`` vs ``actual``,
-    and the pitfall ids that typically cause it."""
+    and the pitfall ids that typically cause it. ``diagnosed``: those of
+    them that a diagnosis reproduced (the known mistake gives exactly these
+    results); the others are guesses, shown as "possibly"."""
 
-    def __init__(self, what: str, expected: str, actual: str, pitfalls: Iterable[str] = ()):
+    def __init__(self, what: str, expected: str, actual: str, pitfalls: Iterable[str] = (),
+                 diagnosed: Iterable[str] = ()):
         self.what = what
         self.expected = expected
         self.actual = actual
-        self.pitfalls = list(pitfalls)
+        self.diagnosed = list(diagnosed)
+        self.pitfalls = list(dict.fromkeys([*pitfalls, *self.diagnosed]))
         super().__init__(f"{what}\n  expected: {expected}\n  got:      {actual}")
+
+
+class Guesses(list):
+    """What a diagnosis returns when it reproduced no known mistake: the
+    usual suspects, shown as "possibly" (a new mistake fails the same test)."""
 
 
 def describe(mismatch: Mismatch) -> tuple[str, str]:
@@ -65,14 +74,18 @@ def close(
 ) -> None:
     """``actual`` equals ``expected`` within tolerance, same shape and dtype.
 
-    ``diagnose``, if given, runs only on failure and returns more pitfall
-    ids (e.g. by trying which known mistake reproduces ``actual``): useful
-    when working them out costs extra calls."""
+    ``diagnose``, if given, runs only on failure and returns the pitfall
+    ids whose known mistake reproduces ``actual`` (shown for sure, instead
+    of ``pitfalls``), or :class:`Guesses` when none does (shown as
+    "possibly"): useful when working them out costs extra calls."""
     __tracebackhide__ = True
     mismatch = compare_tensors(actual, expected, atol=atol, rtol=rtol, check_dtype=check_dtype)
     if mismatch is not None:
         exp, act = describe(mismatch)
-        raise ProbeFailure(what, exp, act, [*pitfalls, *(diagnose() if diagnose else ())])
+        found = diagnose() if diagnose else []
+        guessed = isinstance(found, Guesses)
+        found = list(found)  # a diagnosis may be a generator
+        raise ProbeFailure(what, exp, act, [*pitfalls, *found], () if guessed else found)
 
 
 def shape(actual: object, expected: tuple[int, ...], *, what: str, pitfalls: Iterable[str] = ()) -> None:

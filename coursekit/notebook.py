@@ -75,6 +75,7 @@ class CaseOutcome:
     message: str = ""
     pitfalls: list[str] = field(default_factory=list)
     not_implemented: bool = False
+    sure: set[str] = field(default_factory=set)  # pitfalls named for sure; the others are guesses
 
 
 def _code_filenames(obj: object) -> list[str]:
@@ -206,13 +207,19 @@ class PublicTests:
     def names(self) -> list[str]:
         return list(self.tests)
 
-    def _pitfalls(self, function, exc: BaseException) -> list[str]:
+    def _pitfalls(self, function, exc: BaseException) -> tuple[list[str], set[str]]:
+        """(the pitfalls to show, those named for sure), as the pytest plugin
+        does: reproduced by a diagnosis or recognised by the error message is
+        sure, and then only those are shown; the test's own list is a guess."""
         found = list(exc.pitfalls) if isinstance(exc, ProbeFailure) else []
+        sure = set(exc.diagnosed) if isinstance(exc, ProbeFailure) else set()
         for mark in getattr(function, "pytestmark", []):
             if mark.name == "pitfalls":
                 found += list(mark.args)
-        found += self.course.pitfalls_matching_error(self.exercise, f"{type(exc).__name__}: {exc}")
-        return list(dict.fromkeys(found))
+        matching = self.course.pitfalls_matching_error(self.exercise, f"{type(exc).__name__}: {exc}")
+        found = list(dict.fromkeys([*found, *matching]))
+        sure |= set(matching)
+        return ([p for p in found if p in sure] if sure else found), sure
 
     def variant(self) -> dict:
         """The ``variant`` fixture: the exam variant this notebook was built
@@ -250,9 +257,11 @@ class PublicTests:
         except pytest.skip.Exception as exc:
             return CaseOutcome(case, "skipped", str(exc))
         except ProbeFailure as exc:
-            return CaseOutcome(case, "failed", str(exc), self._pitfalls(function, exc))
+            shown, sure = self._pitfalls(function, exc)
+            return CaseOutcome(case, "failed", str(exc), shown, sure=sure)
         except (Exception, pytest.fail.Exception) as exc:  # noqa: BLE001 - student code: report, don't crash
-            return CaseOutcome(case, "failed", _short_traceback(exc), self._pitfalls(function, exc))
+            shown, sure = self._pitfalls(function, exc)
+            return CaseOutcome(case, "failed", _short_traceback(exc), shown, sure=sure)
         return CaseOutcome(case, "passed")
 
     def outcomes(self, name: str, namespace: dict) -> Iterator[CaseOutcome]:
@@ -274,6 +283,7 @@ class PublicTests:
         if name not in self.tests:
             raise KeyError(f"no public test {name!r}; there are: {', '.join(self.tests)}")
         failed = 0
+        shown: set[str] = set()
         for outcome in self.outcomes(name, namespace):
             label = f"{name}[{outcome.case.id}]" if outcome.case.id else name
             if outcome.status != "failed":
@@ -284,7 +294,10 @@ class PublicTests:
             print("  " + outcome.message.replace("\n", "\n  "))
             for pitfall_id in outcome.pitfalls:
                 hint = self.course.hint(pitfall_id)
-                if hint is not None:
-                    print(f"  hint [{pitfall_id}]\n    {hint.en}\n    {hint.zh}")
+                if hint is None or pitfall_id in shown:  # one mistake, its hint said once
+                    continue
+                shown.add(pitfall_id)
+                maybe = "" if pitfall_id in outcome.sure else " (possibly · 可能)"
+                print(f"  hint [{pitfall_id}]{maybe}\n    {hint.en}\n    {hint.zh}")
         if failed:
             raise PublicTestFailed(f"{name}: {failed} case(s) failed (details above)")

@@ -3,7 +3,10 @@
 - ``student`` fixture: the exercise's own module, imported from the test's
   folder (never a same-named module of another exercise).
 - Hints: a failure that matches a known pitfall gets a section with the
-  pitfall's id and its hint in English and Chinese, from ``course.yaml``.
+  pitfall's id and its hint in English and Chinese, from ``course.yaml``,
+  marked "possibly" when it is a guess (the test's own list) rather than
+  reproduced or recognised by its error message; each hint's text is
+  printed once per run.
   A pitfall matches when the failed expectation names it
   (:class:`coursekit.expect.ProbeFailure`), when the test is marked
   ``@pytest.mark.pitfalls(...)``, or when the error text matches one of the
@@ -155,14 +158,26 @@ def _error_text(excinfo: pytest.ExceptionInfo) -> str:
     return f"{excinfo.type.__name__}: {excinfo.value}"
 
 
-def _pitfalls_for(item: pytest.Item, excinfo: pytest.ExceptionInfo, folder: Path) -> list[str]:
+def _pitfalls_for(item: pytest.Item, excinfo: pytest.ExceptionInfo, folder: Path) -> tuple[list[str], set[str]]:
+    """(the pitfalls to show, in order; those named for sure). For sure: a
+    diagnosis reproduced it, or the error text matches one of its known
+    messages; when there are any, only they are shown. Otherwise the test's
+    own list (expectation, mark: what *often* causes such a failure) is
+    shown as guesses, since a new mistake fails the same test."""
     found: list[str] = []
+    sure: set[str] = set()
     if isinstance(excinfo.value, ProbeFailure):
         found += excinfo.value.pitfalls
+        sure.update(excinfo.value.diagnosed)
     for mark in item.iter_markers("pitfalls"):
         found += list(mark.args)
-    found += _course(folder).pitfalls_matching_error(exercise_id_of(folder), _error_text(excinfo))
-    return list(dict.fromkeys(found))  # unique, in order
+    matching = _course(folder).pitfalls_matching_error(exercise_id_of(folder), _error_text(excinfo))
+    found += matching
+    sure.update(matching)
+    found = list(dict.fromkeys(found))  # unique, in order
+    # A mistake named for sure is the one to show: the guesses beside it
+    # would point elsewhere (one mistake, one hint).
+    return ([p for p in found if p in sure] if sure else found), sure
 
 
 def _stub_location(excinfo: pytest.ExceptionInfo) -> str:
@@ -218,19 +233,34 @@ def pytest_runtest_makereport_records(item: pytest.Item, call: pytest.CallInfo):
             if excinfo.errisinstance(NotImplementedError):
                 outcome.not_implemented = True
             elif _short_failure(excinfo) is None:
-                outcome.pitfalls = _pitfalls_for(item, excinfo, folder)
-                _add_hints(report, folder, outcome.pitfalls)
+                outcome.pitfalls, sure = _pitfalls_for(item, excinfo, folder)
+                _add_hints(report, folder, outcome.pitfalls, sure)
             outcome.message = str(excinfo.value).splitlines()[0] if str(excinfo.value) else excinfo.typename
         _OUTCOMES.append(outcome)
     return report
 
 
-def _add_hints(report: pytest.TestReport, folder: Path, pitfall_ids: list[str]) -> None:
+# Hints whose text this run has printed already: one mistake fails several
+# tests, and its bilingual hint is printed once (later failures refer to it).
+_HINTS_SHOWN: set[str] = set()
+
+
+def _add_hints(report: pytest.TestReport, folder: Path, pitfall_ids: list[str], sure: set[str]) -> None:
+    """A section per pitfall: ``hint [id]`` when the failure names it for
+    sure, ``hint [id] (possibly · 可能)`` when it is a guess; the text once
+    per run (later, a sure one is referred to, a guess left out)."""
     course = _course(folder)
     for pitfall_id in pitfall_ids:
         hint = course.hint(pitfall_id)
-        if hint is not None:
-            report.sections.append((f"hint [{pitfall_id}]", f"{hint.en}\n{hint.zh}"))
+        if hint is None:
+            continue
+        title = f"hint [{pitfall_id}]" + ("" if pitfall_id in sure else " (possibly · 可能)")
+        if pitfall_id in _HINTS_SHOWN:
+            if pitfall_id in sure:  # a guess said once is enough
+                report.sections.append((title, "(the same hint as above · 同上方的提示)"))
+            continue
+        _HINTS_SHOWN.add(pitfall_id)
+        report.sections.append((title, f"{hint.en}\n{hint.zh}"))
 
 
 def _shown(folder: str, config: pytest.Config) -> str:

@@ -6,12 +6,18 @@ variants' kinds on the same check: wrong values, NaN, wrong shape, the same
 exception, a shape error of the same kind) and a *reason*, the fixed text
 a student reads. The error text a call raised is kept in ``detail`` for
 the instructor only: it may quote hidden inputs.
+
+:func:`resemblance` weighs whether a variant's numbers are the submission's
+own (grader/matching.py decides what is *confirmed* with it).
 """
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+import torch
 
 from grader.checks import COULD_NOT_TELL, Check, CouldNotTell
 from grader.checks.forbidden import unwrapped, unwrapped_value
@@ -166,3 +172,71 @@ def fails_alike(check: Check, calls: slice, submission: RunResult, variant: RunR
         elif _compare(check, mine.value, theirs.value) is not None:
             return False
     return True
+
+
+def _leaves(value: object, path: tuple = ()) -> dict[tuple, object]:
+    """The tensors of a plain result by where they sit (dict keys, list
+    indexes); anything else that is not a container is kept as it is."""
+    if isinstance(value, dict):
+        return {leaf: v for key, item in value.items() for leaf, v in _leaves(item, (*path, str(key))).items()}
+    if isinstance(value, (list, tuple)):
+        return {leaf: v for i, item in enumerate(value) for leaf, v in _leaves(item, (*path, i)).items()}
+    return {path: value}
+
+
+def _plain_same(a: object, b: object) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # noqa: BLE001 - plain data of any form comes back from the sandbox
+        return False
+
+
+def _numbers(value: object) -> torch.Tensor | None:
+    return value.detach().double() if isinstance(value, torch.Tensor) else None
+
+
+def resemblance(calls: slice, submission: RunResult, variant: RunResult, expected: RunResult) -> float | None:
+    """How far the submission's numbers on these calls are from a variant's,
+    relative to how far the variant's are from the reference's (the tensors
+    of the calls where all three returned a value): about 0 when the
+    submission makes the variant's very mistake (float noise apart), about
+    1 or more when it is wrong in another way. None when there are no
+    numbers to weigh (booleans, counts, errors) or the variant's equal the
+    reference's. A tensor of another shape, or a non-finite entry where the
+    other has another value, makes them unlike (inf).
+
+    A check's own tolerance cannot say this: two different mistakes whose
+    errors are both just above it (a loose tolerance on large weights) are
+    within it of each other."""
+    apart = off = 0.0
+    for index in range(calls.start, calls.stop):
+        runs = [run.calls[index] if index < len(run.calls) else None for run in (submission, variant, expected)]
+        if any(call is None or not call.ok for call in runs):
+            continue
+        mine, theirs, reference = (_leaves(call.value) for call in runs)
+        for where, value in reference.items():
+            r, v, m = _numbers(value), _numbers(theirs.get(where)), _numbers(mine.get(where))
+            if r is None:
+                continue
+            if v is None or m is None:
+                # No tensor where the reference has one (a missing gradient):
+                # like each other only when both lack it alike.
+                if v is not None or m is not None or not _plain_same(theirs.get(where), mine.get(where)):
+                    return math.inf
+                off += 1.0
+                continue
+            if m.shape != v.shape:
+                return math.inf
+            same = (m == v) | (torch.isnan(m) & torch.isnan(v))
+            if bool((~(torch.isfinite(v) & torch.isfinite(m)) & ~same).any()):
+                return math.inf
+            finite = torch.isfinite(v) & torch.isfinite(m)
+            apart += float(((m - v)[finite] ** 2).sum())
+            if r.shape != v.shape:  # both of another shape than the reference's: far from it
+                off += float(v.numel()) + 1.0
+                continue
+            finite = finite & torch.isfinite(r)
+            off += float(((v - r)[finite] ** 2).sum()) + float((torch.isfinite(v) != torch.isfinite(r)).sum())
+    if off == 0:
+        return None if apart == 0 else math.inf
+    return math.sqrt(apart / off)

@@ -71,7 +71,8 @@ def gpt_12(reference: ModuleType, tests: ModuleType) -> Values:
         values[f"positions {n} late"] = oracle.oracle_logits(config, probes.gpt_weights(config, seed), idx,
                                                              first_position=config["context_length"] - n)
     config, seed, idx = tests.dropout_case()
-    values["dropout eval"] = probes.dropout_modes(reference, config, seed, idx)["eval"]
+    modes = probes.dropout_modes(reference, config, seed, idx)
+    values["dropout eval"], values["dropout train fixed"] = modes["eval"], modes["train_fixed"]
     return values
 
 

@@ -7,10 +7,12 @@ only: nothing the child prints, writes or exits with can change them.
 
 When a check fails, the same calls' results of every pitfall variant of the
 exercise (the reference with one known mistake, run once and cached) are
-compared with the submission's: a variant that fails in exactly the same way
-*confirms* its pitfall, and that hint is shown first. Without a confirmed
-one, a pitfall the check declares is *possible* only when its variant fails
-the check with the same signature (grader/failures.py), at most two.
+compared with the submission's: a variant whose outputs there are the
+submission's own *confirms* its pitfall (grader/matching.py: equal numbers
+or errors, not merely the same failed property), and that hint is shown
+first. Without a confirmed one, a pitfall the check declares is *possible*
+(a guess, said as one) only when its variant fails the check with the same
+signature and also fails the checks no confirmed mistake explains: at most two.
 
 Feedback is fixed words (grader/feedback.py): no error message, exception
 class name of the submission's own, printed output or warning reaches a
@@ -29,16 +31,18 @@ from pathlib import Path
 
 from grader.checks import COULD_NOT_TELL, Check, CheckPlan, checks_for, figures_for
 from grader.course import REPO_ROOT, Course, Exercise, Text
-from grader.failures import (DETAIL_LIMIT, NOT_RUN, Failure, check_failure, fails_alike, first_failure,
-                             same_signature)
+from grader.failures import DETAIL_LIMIT, NOT_RUN, Failure, check_failure, first_failure, same_signature
 from grader.figures import run_figures
 from grader.feedback import Phrase, both, missing_names, run_cause, source_problem
 from grader.course.pitfalls import load_variants
+from grader.matching import (Evidence, evidence, explain_by_confirmed, guess_fits, one_per_mistake, same_outputs,
+                             unexplained)
 from grader.sandbox import RunResult, Sandbox
 from grader.intake.submissions import assemble
 
 
-# At most this many unconfirmed pitfalls are offered per failed check.
+# At most this many unconfirmed pitfalls are offered per failed check, as
+# guesses ("possibly"), beside the check's own words (its reason).
 MAX_POSSIBLE = 2
 
 
@@ -246,6 +250,7 @@ class Judge:
         # A check counts when it passes and so does every check it requires
         # (in any order: the requirement is that behaviour, not its points).
         passed = {check_id for check_id, failure in failures.items() if failure is None}
+        found: dict[str, Evidence] = {}  # each variant's evidence on this run, once (_suspects)
         for check in plan.checks:
             calls = plan.slices[check.id]
             failure = failures[check.id]
@@ -263,10 +268,11 @@ class Judge:
                 verdicts.append(Verdict(check.id, False, 0.0, points[check.id], check.message, failure.reason,
                                         kind=failure.kind, instructor_detail=failure.detail or detail))
                 continue
-            confirmed, possible = self._suspects(exercise, check, calls, run, expected, failure, workdir, passed)
+            confirmed, possible = self._suspects(exercise, check, calls, run, expected, failure, workdir, passed,
+                                                 found)
             verdicts.append(Verdict(check.id, False, 0.0, points[check.id], check.message, failure.reason,
                                     [*confirmed, *possible], confirmed, possible, failure.kind, failure.detail))
-        _explain_by_confirmed(verdicts)
+        explain_by_confirmed(verdicts)
         figures = run_figures(plan, run, expected)
         cause = self._cause(exercise, plan, run, limits, source, missing)
         if run.status == "ok":
@@ -275,29 +281,36 @@ class Judge:
         return ExerciseResult(exercise.id, run.status, cause, verdicts, exercise.points, figures, detail)
 
     def _suspects(self, exercise: Exercise, check: Check, calls: slice, run: RunResult, expected: RunResult,
-                  failure: Failure, workdir: Path, passed: set[str]) -> tuple[list[str], list[str]]:
-        """(confirmed, possible) pitfalls of a failed check. Confirmed: the
-        variant fails exactly like the submission. Possible: a pitfall the
-        check declares (or, for a raised error, whose known error message
-        matches) whose variant fails with the same signature, i.e. the same
-        check and the same kind of failure: wrong values, NaN, wrong shape,
-        the same exception; and whose variant passes every check in
-        ``passed`` (the checks the submission passes) that declares it: a
-        mistake that would have failed one of them is not the submission's. At most
-        :data:`MAX_POSSIBLE`."""
+                  failure: Failure, workdir: Path, passed: set[str],
+                  found: dict[str, Evidence]) -> tuple[list[str], list[str]]:
+        """(confirmed, possible) pitfalls of a failed check (grader/matching.py).
+        Confirmed: the variant's outputs on the check's calls are the
+        submission's; one per mistake. Possible: a pitfall the check declares
+        (or whose known error message matches) whose variant fails with the
+        same signature and passes every check in ``passed`` that declares it; at most
+        :data:`MAX_POSSIBLE`. ``found``: each variant's evidence on this run,
+        filled on first use and shared by the run's checks."""
         variants = self.variant_results(exercise, workdir)
+        plan = self.plan(exercise)
+        fails = lambda p, other: self._variant_failure(exercise, other, p, variants[p], expected) is not None
+        for pitfall_id, variant in variants.items():
+            if pitfall_id not in found:
+                found[pitfall_id] = evidence(plan.checks, plan.slices, run, variant, expected, passed,
+                                             lambda other, p=pitfall_id: fails(p, other))
         confirmed = [pitfall_id for pitfall_id, variant in variants.items()
                      if self._variant_failure(exercise, check, pitfall_id, variant, expected) is not None
-                     and fails_alike(check, calls, run, variant)]
-        candidates = list(check.pitfalls)
+                     and same_outputs(check, calls, run, variant, expected, found[pitfall_id])]
+        confirmed, ambiguous = one_per_mistake(confirmed, found)
+        if confirmed:  # a confirmed pitfall explains the failure; guesses beside it would be noise
+            return confirmed, []
+        candidates = [*ambiguous, *check.pitfalls]
         if failure.detail:  # it raised: pitfalls whose known error messages match say something too
             candidates += [p.id for p in exercise.pitfalls if self._error_matches(p.id, failure.detail)]
+        loose = unexplained(plan.checks, passed, found, fails)
         possible: list[str] = []
-        if confirmed:  # a confirmed pitfall explains the failure; guesses beside it would be noise
-            return confirmed, possible
         for pitfall_id in dict.fromkeys(candidates):
-            if pitfall_id in confirmed or len(possible) >= MAX_POSSIBLE:
-                continue
+            if len(possible) >= MAX_POSSIBLE:
+                break
             variant = variants.get(pitfall_id)
             if variant is None:
                 if failure.detail and self._error_matches(pitfall_id, failure.detail):
@@ -305,20 +318,18 @@ class Judge:
                 continue
             theirs = self._variant_failure(exercise, check, pitfall_id, variant, expected)
             if theirs is not None and same_signature(theirs.kind, failure.kind) \
+                    and guess_fits(pitfall_id, plan.checks, loose, fails) \
                     and self._consistent(exercise, pitfall_id, variant, expected, passed):
                 possible.append(pitfall_id)
-        return confirmed, possible
+        return [], possible
 
     def _consistent(self, exercise: Exercise, pitfall_id: str, variant: RunResult, expected: RunResult,
                     passed: set[str]) -> bool:
         """Whether the pitfall's variant passes every check that the
         submission passes and that declares the pitfall (the instructor's
-        list of where the mistake shows). A context-only bug whose scores and
-        weights are right is not offered the weights' pitfalls: their
-        variants fail the weights checks, which declare them. A check that
-        does not declare the pitfall says nothing about it (a wrong-dim
-        softmax that happens to be right on the last dim is still a wrong
-        dim). (Each variant's failure per check is computed once.)"""
+        list of where the mistake shows): a check that does not declare it
+        says nothing (a wrong-dim softmax right on the last dim is still a
+        wrong dim)."""
         return all(self._variant_failure(exercise, other, pitfall_id, variant, expected) is None
                    for other in self.plan(exercise).checks
                    if other.id in passed and pitfall_id in other.pitfalls)
@@ -347,16 +358,6 @@ class Judge:
         cause = run_cause(run.status, run.reason, limits=limits, where=where, problem=problem,
                           module=exercise.module)
         return both(cause.en, cause.zh)
-
-
-def _explain_by_confirmed(verdicts: list[Verdict]) -> None:
-    """A check that one of the exercise's confirmed pitfalls might explain
-    keeps only that one as possible: one mistake, named once, not a list."""
-    confirmed = {p for v in verdicts for p in v.confirmed}
-    for verdict in verdicts:
-        if explained := [p for p in verdict.possible if p in confirmed]:
-            verdict.possible = explained
-            verdict.pitfalls = [*verdict.confirmed, *explained]
 
 
 # Failures that point at no mistake: a hint would be noise.

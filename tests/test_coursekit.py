@@ -1,5 +1,7 @@
 """The student-side library: loading exercise modules in isolation and
 comparing tensors without being fooled."""
+import re
+
 import torch
 
 from coursekit.compare import compare_tensors
@@ -153,3 +155,30 @@ def test_compare_tensors_accepts_exactly_what_its_rule_accepts():
         for dtype in (torch.float32, torch.float64):
             x, y = a.to(dtype), e.to(dtype)
             assert (compare_tensors(x, y, atol=atol, rtol=rtol) is None) == rule(x, y, atol, rtol), (x, y, atol, rtol)
+
+
+def test_a_new_mistake_gets_each_hint_once_and_guesses_marked_possibly(tmp_path):
+    """pytest exercises/03_masking on the reference scaled by sqrt(d) + 0.01
+    (issue 31): no known mistake reproduces it, so every hint is a guess,
+    marked "possibly", and each hint's text is printed once however many
+    tests fail."""
+    import shutil
+    import subprocess
+    import sys
+
+    from grader.course import REPO_ROOT, load_course
+
+    folder = tmp_path / "03_masking"
+    shutil.copytree(REPO_ROOT / "exercises" / "03_masking", folder)
+    reference = (REPO_ROOT / "solutions" / "03_masking" / "attention.py").read_text(encoding="utf-8")
+    line = "scores = query @ key.transpose(-2, -1) / math.sqrt(d_k)"
+    assert reference.count(line) == 1
+    (folder / "attention.py").write_text(reference.replace(line, line.replace("math.sqrt(d_k)", "(math.sqrt(d_k) + 0.01)")),
+                                         encoding="utf-8")
+    done = subprocess.run([sys.executable, "-m", "pytest", str(folder), "-p", "coursekit.pytest_plugin",
+                           "-p", "no:cacheprovider", "-q"], cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stdout
+    titles = re.findall(r"-+ (hint \[[\w-]+\][^-]*?) -+\n", done.stdout)
+    assert titles and all("(possibly · 可能)" in title for title in titles), titles
+    hint = load_course(check_files=False).pitfall("missing-scale").hint
+    assert done.stdout.count(hint.en) == 1 and done.stdout.count(hint.zh) == 1

@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from coursekit.probes import warm
+from coursekit.probes.dropout import FixedDropout
 from coursekit.probes.modules import (hidden_list_modules, load_weights, own_named_parameters, train_eval_outputs,
                                       walk_modules)
 from coursekit.probes.placement import forward_placement
@@ -257,13 +258,21 @@ def gradient_reach(module: ModuleType, config: dict, seed: int, idx: torch.Tenso
 
 def dropout_modes(module: ModuleType, config: dict, seed: int, idx: torch.Tensor) -> dict:
     """With the config's dropout: whether two train-mode forwards under
-    different RNG seeds differ, whether eval mode repeats itself, and the
+    different RNG seeds differ, whether eval mode repeats itself, the
     eval-mode logits (compared by the caller with the reference's, which
-    are those of the same model without dropout)."""
+    are those of the same model without dropout) and the train-mode logits
+    under fixed dropout masks (:class:`coursekit.probes.dropout.FixedDropout`:
+    every dropout of a given shape drops the same entries, however it is
+    called), also compared with the reference's: dropout on the residual
+    sum or on the logits drops other numbers than dropout on each
+    sublayer's output."""
     model = build(module, "GPT", config)
     load_weights(model, gpt_weights(config, seed))
+    model.train()
+    with torch.no_grad(), FixedDropout(seed):
+        fixed = model(idx)
     outs = train_eval_outputs(model, lambda m: m(idx))
-    return {"train_varies": not torch.equal(outs["train_0"], outs["train_1"]),
+    return {"train_fixed": fixed, "train_varies": not torch.equal(outs["train_0"], outs["train_1"]),
             "eval_repeatable": torch.equal(outs["eval_0"], outs["eval_1"]),
             "hidden_lists": hidden_list_modules(model),  # .eval() does not reach them
             "eval": outs["eval_0"]}

@@ -95,7 +95,7 @@ def expect_attention(result, q, k, v, mask=None, *, what, atol=1e-5, rtol=1e-4):
     expect_pair(result, what)
     output, weights = oracle(q, k, v, mask)
     def diagnose():
-        return likely_pitfalls(result["weights"], q, k, mask) or SCORE_PITFALLS + (MASK_PITFALLS if mask is not None else [])
+        return likely_pitfalls(result["weights"], q, k, mask) or expect.Guesses(SCORE_PITFALLS + (MASK_PITFALLS if mask is not None else []))
     close(result["weights"], weights, what=f"{what}: the weights", diagnose=diagnose, atol=atol, rtol=rtol)
     close(result["output"], output, what=f"{what}: the output", diagnose=diagnose, atol=atol, rtol=rtol)
 
@@ -202,7 +202,7 @@ def test_masked_weights_are_zero_and_rows_sum_to_one(student):
                 actual="non-zero weights where the mask is True" if type(weights) is torch.Tensor else "no weights",
                 pitfalls=[] if zero_where_blocked else likely_pitfalls(weights, q, k, mask) or ["mask-inverted"])
     close(weights.sum(dim=-1), torch.ones(2, 4), what="each query's weights sum to one (sum over the keys, dim=-1)",
-          diagnose=lambda: likely_pitfalls(weights, q, k, mask) or ["mask-after-softmax", "softmax-wrong-dim"])
+          diagnose=lambda: likely_pitfalls(weights, q, k, mask) or expect.Guesses(["mask-after-softmax", "softmax-wrong-dim"]))
     expect_attention(result, q, k, v, mask, what="attention with a random mask")
 
 
@@ -215,7 +215,7 @@ def test_causal_attention_matches_torch(student):
     expect.equal(mask.tolist(), causal_spec(5), what="causal_mask(5) used for this test", pitfalls=mask_pitfalls(mask))
     expected = F.scaled_dot_product_attention(q, k, v, is_causal=True)
     close(result["output"], expected, what="causal attention, compared with F.scaled_dot_product_attention(is_causal=True)",
-          diagnose=lambda: likely_pitfalls(result["weights"], q, k, mask) or SCORE_PITFALLS + MASK_PITFALLS)
+          diagnose=lambda: likely_pitfalls(result["weights"], q, k, mask) or expect.Guesses(SCORE_PITFALLS + MASK_PITFALLS))
 
 
 def test_seed_001_causal_weights(student):
@@ -240,7 +240,7 @@ def test_seed_001_causal_weights(student):
     expect_pair(result, "the README's causal worked example")
     close(result["weights"], expected, what="the causal weights printed in the README's worked example", atol=1.5e-4,
           diagnose=lambda: mask_pitfalls(mask) or likely_pitfalls(result["weights"], q, torch.eye(6), mask)
-          or SCORE_PITFALLS + MASK_PITFALLS)
+          or expect.Guesses(SCORE_PITFALLS + MASK_PITFALLS))
 
 
 def test_padding_mask_broadcasts_over_heads_and_queries(student):

@@ -147,6 +147,11 @@ def _device_calls(gen: torch.Generator) -> list[ProbeCall]:
     return calls
 
 
+def _saying(compare, reason: str):
+    """``compare`` with the check's own words for what its failure means."""
+    return lambda submitted, expected: None if compare(submitted, expected) is None else reason
+
+
 def _logits_ok() -> object:
     return all_of(tensors_close("logits", **F32), plain_equal("repeatable", reason="eval mode is not deterministic"),
                   plain_equal("inputs_unchanged", reason="modified its input"))
@@ -247,15 +252,21 @@ CHECKS = [
     Check(
         id="12-dropout-modes",
         weight=1,
-        message=text("dropout acts in train mode only: train-mode logits vary from one random seed to the next, "
-                     "eval-mode logits do not and equal those without dropout",
-                     "dropout 只在训练模式下起作用：训练模式的 logits 随随机种子变化，评估模式的 logits 不变，"
-                     "且等于没有 dropout 时的结果"),
-        calls=lambda gen: _seeded_calls("dropout_modes", gen, 2, 0.5),
+        message=text("dropout acts in train mode only, where it is: train-mode logits vary from one random seed "
+                     "to the next and, under the same dropout masks, equal the reference's (dropout on each "
+                     "sublayer's output before the residual add, never on the sum or the logits); eval-mode "
+                     "logits do not vary and equal those without dropout",
+                     "dropout 只在训练模式下起作用，且位置正确：训练模式的 logits 随随机种子变化，并且在相同的 dropout "
+                     "掩码下等于参考实现的结果（dropout 作用在每个子层的输出上、残差相加之前，不作用在和或 logits 上）；"
+                     "评估模式的 logits 不变，且等于没有 dropout 时的结果"),
+        calls=lambda gen: _seeded_calls("dropout_modes", gen, 3, 0.5),
         compare=all_of(plain_equal("train_varies", reason="dropout is not applied in train mode"),
                        plain_equal("eval_repeatable", reason="dropout is applied in eval mode"),
-                       tensors_close("eval", **F32)),  # the reference's eval logits: those without dropout
-        pitfalls=("dropout-in-eval", "plain-list-layers"),
+                       tensors_close("eval", **F32),  # the reference's eval logits: those without dropout
+                       _saying(tensors_close("train_fixed", **F32),
+                               "under the same dropout masks the train-mode logits differ: dropout acts somewhere "
+                               "else than on each sublayer's output and the embeddings")),
+        pitfalls=("dropout-in-eval", "plain-list-layers", "dropout-on-residual-sum"),
         requires=("12-logits",),
         seed=8,
     ),

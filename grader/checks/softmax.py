@@ -120,7 +120,9 @@ CHECKS = [
         weight=0.5,
         message=text("the input tensor is not modified", "不修改输入张量"),
         calls=lambda gen: _random_cases(gen, 4),
-        compare=all_of(plain_equal("input_unchanged", reason="modified its input"), tensors_close("output")),
+        # Judged on the input only: wrong values are the value checks' to
+        # report (a wrong-dim softmax lost these points as "wrong values").
+        compare=plain_equal("input_unchanged", reason="modified its input"),
         seed=6,
     ),
     no_forbidden_calls("01", requires=("01-random-shapes",), kernels=KERNELS),

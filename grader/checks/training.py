@@ -156,6 +156,18 @@ def _unwatched_tokens(submitted: object, expected: object) -> str | None:
     return tensors_close("free")(submitted, expected) and "other tokens when run without the grader's recording"
 
 
+def _once_each():
+    """The forward passes, counted before their modes are: a loss
+    recomputed after the step runs the model twice per batch, in the right
+    mode, and is told so rather than that a pass ran in the wrong mode."""
+    def compare(submitted: object, expected: object) -> str | None:
+        mine, theirs = (value.get("training") if isinstance(value, dict) else None for value in (submitted, expected))
+        if isinstance(mine, list) and isinstance(theirs, list) and len(mine) != len(theirs):
+            return "ran the model another number of times than one forward pass per batch or token"
+        return None
+    return compare
+
+
 CHECKS = [
     Check(
         id="13-get-batch",
@@ -212,7 +224,7 @@ CHECKS = [
         calls=_mode_calls,
         # The parameters after steps with dropout (masks seeded alike) are
         # the evidence; the model's records may only take points away.
-        compare=all_of(plain_equal("training", reason="a forward pass of train_step ran in eval mode"),
+        compare=all_of(_once_each(), plain_equal("training", reason="a forward pass of train_step ran in eval mode"),
                        plain_equal("grad", reason="a forward pass of train_step ran without gradients"),
                        deep_close(atol=1e-9, rtol=1e-7, ignore=("training", "grad", "floats"))),
         pitfalls=("train-mode-missing",),
@@ -226,7 +238,7 @@ CHECKS = [
                      "whatever mode the model was left in",
                      "estimate_loss：各批次损失的平均值，在评估模式下且不计算梯度，无论模型之前处于什么模式"),
         calls=_estimate_calls,
-        compare=all_of(plain_equal("training", reason="a forward pass ran in training mode"),
+        compare=all_of(_once_each(), plain_equal("training", reason="a forward pass ran in training mode"),
                        plain_equal("grad", reason="a forward pass recorded gradients"),
                        tensors_close("loss", **F64)),
         pitfalls=("eval-mode-missing",),
@@ -295,7 +307,7 @@ CHECKS = [
         # which shows in the tokens (watched and unwatched), not only in what
         # the model records (which may only take points away).
         calls=lambda gen: _sample_calls(gen, "temperature", dropout=0.5)[:1],
-        compare=all_of(plain_equal("training", reason="the model generated in training mode"),
+        compare=all_of(_once_each(), plain_equal("training", reason="the model generated in training mode"),
                        plain_equal("grad", reason="generation recorded gradients"),
                        tensors_close("out"), _unwatched_tokens),
         requires=("13-temperature",),

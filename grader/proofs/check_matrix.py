@@ -3,7 +3,8 @@
 For each exercise: the reference scores full marks, the untouched stub
 scores zero, and every pitfall variant loses points and is told about its
 own pitfall by a check that declares it (not only by matching the variant's
-own results, which would be circular).
+own results, which would be circular), and is confirmed as itself and as
+no other pitfall (its outputs are its own mistake's).
 """
 from __future__ import annotations
 
@@ -59,6 +60,9 @@ def check_exercise(judge: Judge, exercise: Exercise, workdir: Path, root: Path =
             problem = "loses no points"
         elif pitfall_id not in _declared_hints(judge, exercise, result):
             problem = f"no failed check declares {pitfall_id}"
+        elif (named := {p for v in result.verdicts if not v.passed for p in v.confirmed}) != {pitfall_id}:
+            # Its results are its own: it is confirmed as itself, and as no other (issue 31).
+            problem = f"confirmed as {', '.join(sorted(named)) or 'nothing'}"
         else:
             problem = ""
         rows.append(_row(exercise, f"variant:{pitfall_id}", result, problem))

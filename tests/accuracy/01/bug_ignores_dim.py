@@ -1,6 +1,7 @@
 #: expect: loses
 #: fails: [01-random-shapes]
 #: hint: [softmax-dim0]
+#: not_hint: [softmax-overflow]
 #: about: always normalises over the last dim, whatever dim it is given
 """Exercise 01, a submission: a numerically stable softmax."""
 import torch
