@@ -177,6 +177,11 @@ def test_cli_lists_pairs_and_writes_json(tmp_path):
     assert "\x1b" not in done.stdout  # a folder name never reaches the terminal raw
     reports = json.loads((tmp_path / "sim.json").read_text())
     assert [(p["first"], p["second"]) for p in reports[0]["pairs"]] == [("s1", "s2")]
+    # Without -e, the exercises nobody handed in are one line, not "0 pair(s) of 0 compared" each (issue 34).
+    every = subprocess.run([sys.executable, "-m", "grader", "similarity", str(subs)], cwd=REPO_ROOT,
+                           capture_output=True, text=True)
+    assert every.returncode == 0 and "of 0 compared" not in every.stdout and "'s1' ~ 's2'" in every.stdout
+    assert "01, 02" in every.stdout and "nothing to compare (choose exercises with -e)" in every.stdout
 
 
 @pytest.mark.parametrize("args", [["--threshold", "1.5"], ["--threshold", "-1"], ["-e", "99"],

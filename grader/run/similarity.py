@@ -98,7 +98,12 @@ def run_similarity(submissions: Path, exercise_ids: list[str], threshold: float,
         return 2
     reports = class_similarity(course, chosen, submissions, threshold, root=course_path.resolve().parent)
     console = Console(highlight=False)
-    for report in reports:
+    # An exercise nobody handed in (another assignment's) has nothing to
+    # compare: one line names them all, instead of "0 pair(s) of 0 compared" each.
+    if empty := [r.exercise for r in reports if len(r.compared) < 2 and not r.pairs]:
+        console.print(f"{', '.join(empty)}: fewer than two submissions of the module, nothing to compare"
+                      + ("" if exercise_ids else " (choose exercises with -e)"))
+    for report in (r for r in reports if r.exercise not in empty):
         line = (f"{report.exercise}: {len(report.pairs)} pair(s) at or above {threshold:.0%} either way "
                 f"of {len(report.compared)} compared")
         if report.too_short:
