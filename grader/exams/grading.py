@@ -41,6 +41,7 @@ from grader.exams.questions import answer_keys, shown_questions
 from grader.exams.result import UNREADABLE, ExamResult
 from grader.exams.timing import Stamp, assess, carried_records, find_stamp
 from grader.exams.variants import Variant, make_variant
+from grader.intake.identity import lookalike_groups, lookalike_note
 
 @dataclass
 class ExamRun:
@@ -257,6 +258,9 @@ def grade_exam(course: Course, exam: Exam, submissions_dir: Path, *, secret: byt
     extra = {entry.student: entry.extra_time_min for entry in roster or []}
     students = list(dict.fromkeys([*(e.student for e in roster or []), *sorted(submissions)]))
     run_problems += [f"{s}: submitted but not on the roster" for s in submissions if roster is not None and s not in extra]
+    # One identity rule for watch, grade and exams (grader/intake/identity.py):
+    # `ana` beside `Ana` or `аna` (Cyrillic а) is flagged, never two students in silence.
+    run_problems += [lookalike_note(ids) for ids in lookalike_groups(students)]
     variants = {s: make_variant(course, exam, s, secret) for s in students}
     keys = answer_keys(course, exam, list(variants.values()), root)
     code_graded = sandbox is not None and bool(exam.exercises)

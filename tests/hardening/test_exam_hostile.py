@@ -528,3 +528,17 @@ def test_file_times_no_datetime_holds_are_unusable(seconds):
 
     with pytest.raises(TimeUnusable):
         _from_mtime(seconds)
+
+
+def test_exam_ids_that_are_one_identity_are_flagged(course, midterm, tmp_path):
+    """The identity rule of watch and grade (grader/intake/identity.py) holds
+    for exams too: S001 beside s001, or with a Cyrillic look-alike letter."""
+    subs = tmp_path / "subs"
+    for student in ("s001", "S001", "s002", "ѕ002"):      # the last one's first letter is Cyrillic
+        _exam_files(subs / student, "sqrt-dk-why: a\n")
+    run = grade_exam(course, midterm, subs, secret=SECRET, root=REPO_ROOT, workdir=tmp_path / "w")
+    notes = [p for p in run.problems if "one identity" in p]
+    assert len(notes) == 1 and notes[0].startswith("S001, s001"), run.problems
+    # A look-alike letter is no usable exam id at all: skipped with the reason, never a second s002.
+    assert "skipped 'ѕ002': not a usable student id" in run.problems
+    assert sorted(r.student for r in run.results) == ["S001", "s001", "s002"]
