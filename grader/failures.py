@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from grader.checks import Check
 from grader.checks.forbidden import unwrapped, unwrapped_value
-from grader.feedback import ShapeSymbols, exception_name, input_shapes, memory_limit, shape_detail, shape_error_kind
+from grader.feedback import (CONCEALED_EXCEPTION, ShapeSymbols, concealed, exception_name, input_shapes, memory_limit,
+                             shape_detail, shape_error_kind)
 from grader.sandbox import CallResult, ProbeCall, RunResult
 
 NOT_IMPLEMENTED = "not implemented yet"
@@ -54,11 +55,17 @@ def _raised(call: CallResult, limits: object | None) -> Failure:
     return Failure(f"raised {name}", f"raised {name}", detail)
 
 
+# Raised errors whose reason the submission cannot steer by the inputs.
+_UNCONCEALED = ("not_implemented", "memory", "protocol")
+
+
 def first_failure(check: Check, calls: slice, run: RunResult, expected: RunResult,
-                   limits: object | None = None, inputs: Sequence[ProbeCall] = ()) -> Failure | None:
+                   limits: object | None = None, inputs: Sequence[ProbeCall] = (),
+                   reveal: bool = True) -> Failure | None:
     """None if ``run`` agrees with ``expected`` on every call of ``check``,
     else the first failure. The error text stays in ``detail``: it may
-    quote hidden inputs."""
+    quote hidden inputs. ``reveal``: the reason may show the returned shape
+    and the exception's class (False on fixed inputs: grader/feedback.py)."""
     for index in range(calls.start, calls.stop):
         call = run.calls[index] if index < len(run.calls) else None
         if call is None:
@@ -66,10 +73,14 @@ def first_failure(check: Check, calls: slice, run: RunResult, expected: RunResul
         kwargs = unwrapped(inputs[index]).kwargs if index < len(inputs) else {}
         if not call.ok:
             failure = _raised(call, limits)
+            if not reveal and failure.kind not in _UNCONCEALED:
+                return Failure(failure.kind, CONCEALED_EXCEPTION, failure.detail)
             if failure.kind.startswith("shape error") and (given := _safely(input_shapes, kwargs, ShapeSymbols())):
                 return Failure(failure.kind, f"{failure.reason} (inputs {given})", failure.detail)
             return failure
         if (reason := _compare(check, call.value, expected.calls[index].value)) is not None:
+            if not reveal:
+                return Failure(reason, concealed(reason))
             if reason.startswith("wrong shape") and (shapes := _safely(
                     shape_detail, unwrapped_value(call.value), unwrapped_value(expected.calls[index].value), kwargs)):
                 return Failure(reason, f"{reason}: {shapes}")
@@ -78,11 +89,11 @@ def first_failure(check: Check, calls: slice, run: RunResult, expected: RunResul
 
 
 def check_failure(check: Check, calls: slice, run: RunResult, expected: RunResult, source: bytes | None,
-                  limits: object | None = None, inputs: Sequence[ProbeCall] = ()) -> Failure | None:
+                  limits: object | None = None, inputs: Sequence[ProbeCall] = (), reveal: bool = True) -> Failure | None:
     """:func:`first_failure`, then the check's rule on the submitted bytes
     (read by the grader, never by the student's process), then its rule on
     the whole run (``inputs``: every call of the plan)."""
-    failure = first_failure(check, calls, run, expected, limits, inputs)
+    failure = first_failure(check, calls, run, expected, limits, inputs, reveal)
     if failure is None and check.source_rule is not None and source is not None:
         if (reason := check.source_rule(source)) is not None:
             return Failure("source rule", reason)

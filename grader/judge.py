@@ -5,8 +5,10 @@ the plain data that comes back, and turn each check into a :class:`Verdict`.
 Verdicts are computed here, in the trusted process, from decoded results
 only: nothing the child prints, writes or exits with can change them.
 
+The calls are drawn per submission (grader/checks/inputs.py) and the
+reference runs on the same ones (grader/references.py: once per input set).
 When a check fails, the same calls' results of every pitfall variant of the
-exercise (the reference with one known mistake, run once and cached) are
+exercise (the reference with one known mistake, run once per input set) are
 compared with the submission's: a variant that fails in exactly the same way
 *confirms* its pitfall, and that hint is shown first. Without a confirmed
 one, a pitfall the check declares is *possible* only when its variant fails
@@ -21,13 +23,14 @@ result's ``reason``, with the course's limit; the raw texts stay in
 """
 from __future__ import annotations
 
+import functools
 import re
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from grader.checks import Check, CheckPlan, checks_for, figures_for
+from grader.checks.inputs import HiddenInputs
 from grader.course import REPO_ROOT, Course, Exercise, Text
 from grader.failures import (DETAIL_LIMIT, NOT_RUN, Failure, check_failure, fails_alike, first_failure,
                              same_signature)
@@ -36,6 +39,7 @@ from grader.feedback import Phrase, both, missing_names, run_cause, source_probl
 from grader.course.pitfalls import load_variants
 from grader.sandbox import RunResult, Sandbox
 from grader.intake.submissions import assemble
+from grader.references import InputSet, InputSets, check_batches, run_all, run_seeded
 
 
 # At most this many unconfirmed pitfalls are offered per failed check.
@@ -114,32 +118,17 @@ def require_isolation(sandbox: Sandbox) -> None:
                           "run `grader doctor` for details")
 
 
-def check_batches(plan: CheckPlan) -> list[int]:
-    """How many calls the sandbox sends at once: each check's calls
-    together (one round trip per check, not per call), and each call that
-    belongs to no check (a figure's) on its own."""
-    owner = [None] * len(plan.calls)
-    for check_id, calls in plan.slices.items():
-        for i in range(calls.start, calls.stop):
-            owner[i] = check_id
-    sizes: list[int] = []
-    for i, check_id in enumerate(owner):
-        if sizes and check_id is not None and owner[i - 1] == check_id:
-            sizes[-1] += 1
-        else:
-            sizes.append(1)
-    return sizes
-
-
 class Judge:
     """Grades exercises of one course with one sandbox; reference and variant
-    results are computed once per exercise and shared between threads."""
+    results are computed once per input set and shared between threads."""
 
-    def __init__(self, course: Course, sandbox: Sandbox, root: Path = REPO_ROOT):
+    def __init__(self, course: Course, sandbox: Sandbox, root: Path = REPO_ROOT, inputs: HiddenInputs | None = None):
+        """``inputs``: draws each submission's hidden inputs from the grading
+        secret (grader/checks/inputs.py); None: every check's fixed inputs,
+        and feedback that shows no shape or exception the submission chose."""
         require_isolation(sandbox)
-        self.course = course
-        self.sandbox = sandbox
-        self.root = root
+        self.course, self.sandbox, self.root, self.inputs = course, sandbox, root, inputs
+        self.input_sets = InputSets()
         self._cache: dict[tuple[str, str], object] = {}
         self._key_locks: dict[tuple[str, str], threading.Lock] = {}
         self._lock = threading.Lock()
@@ -165,52 +154,59 @@ class Judge:
         return self._once(("plan", exercise.id),
                           lambda: CheckPlan.build(checks_for(exercise), figures=figures_for(exercise)))
 
-    def expected(self, exercise: Exercise, workdir: Path) -> RunResult:
-        """The reference's results on the hidden calls (computed once)."""
-        return self._once(("expected", exercise.id), lambda: self._run_reference(exercise, workdir))
+    def input_set(self, exercise: Exercise, seed: int | None = None) -> InputSet:
+        """The exercise's plan for ``seed``'s hidden inputs (None: the fixed
+        ones), with the reference's and the variants' results on them."""
+        return self.input_sets.get(exercise.id, seed, lambda: self.plan(exercise) if seed is None else
+                                   CheckPlan.build(checks_for(exercise), figures=figures_for(exercise), seed=seed))
 
-    def _run_reference(self, exercise: Exercise, workdir: Path) -> RunResult:
-        plan = self.plan(exercise)
-        reference = (self.root / "solutions" / exercise.folder / exercise.module).read_bytes()
-        folder = assemble(exercise, reference, workdir / f"reference-{exercise.id}", self.course, self.root)
-        run = self.sandbox.run(folder, exercise.module_name, plan.calls, check_batches(plan))
+    def expected(self, exercise: Exercise, workdir: Path, seed: int | None = None) -> RunResult:
+        """The reference's results on the hidden calls (once per input set)."""
+        inputs = self.input_set(exercise, seed)
+        return inputs.once("reference", lambda: self._run_reference(exercise, inputs, workdir))
+
+    def _run_reference(self, exercise: Exercise, inputs: InputSet, workdir: Path) -> RunResult:
+        run = self._run_on(exercise, inputs, "reference", workdir)
         broken = [i for i, call in enumerate(run.calls) if not call.ok]
-        if run.status != "ok" or len(run.calls) != len(plan.calls) or broken:
+        if run.status != "ok" or len(run.calls) != len(inputs.plan.calls) or broken:
             detail = run.calls[broken[0]].error if broken else run.reason
             raise GraderError(f"the reference of {exercise.folder} fails its own hidden checks: {run.status}, {detail}")
         return run
 
+    def _run_on(self, exercise: Exercise, inputs: InputSet, name: str, workdir: Path) -> RunResult:
+        """The reference (``name`` "reference") or a pitfall variant on ``inputs``."""
+        def assembled() -> Path:
+            source = ((self.root / "solutions" / exercise.folder / exercise.module).read_bytes() if name == "reference"
+                      else self._variants(exercise)[name].source.encode())
+            tag = f"reference-{exercise.id}" if name == "reference" else f"variant-{exercise.id}-{name}"
+            return assemble(exercise, source, workdir / tag, self.course, self.root)
+
+        folder = self._once(("folder", f"{exercise.id}\0{name}"), assembled)   # the same for every input set
+        run = functools.partial(self.sandbox.run, folder, exercise.module_name)
+        if inputs.seed is None:
+            return run(inputs.plan.calls, check_batches(inputs.plan))
+        self.input_sets.count(name)
+        fixed = self.input_set(exercise)
+        fixed_run = (lambda: self.expected(exercise, workdir)) if name == "reference" \
+            else (lambda: self.variant_results(exercise, workdir)[name])
+        return run_seeded(inputs.plan, fixed.plan, fixed_run, run)
+
     def adopt_references(self, exercise: Exercise, expected: RunResult, variants: dict[str, RunResult]) -> None:
-        """Use reference and variant results computed elsewhere (a Dask
-        worker gets them shipped instead of running them again)."""
-        with self._lock:
-            self._cache.setdefault(("expected", exercise.id), expected)
-            self._cache.setdefault(("variants", exercise.id), variants)
+        """Use the fixed inputs' reference and variant results computed
+        elsewhere (a Dask worker gets them shipped instead of running them again)."""
+        fixed = self.input_set(exercise)
+        fixed.adopt("reference", expected)
+        fixed.adopt("variants", variants)
 
-    def variant_results(self, exercise: Exercise, workdir: Path) -> dict[str, RunResult]:
-        """Each pitfall variant's results on the hidden calls (computed once)."""
-        return self._once(("variants", exercise.id), lambda: self._run_variants(exercise, workdir))
+    def variant_results(self, exercise: Exercise, workdir: Path, seed: int | None = None) -> dict[str, RunResult]:
+        """Each pitfall variant's results on the hidden calls (once per input
+        set; asked only when a check fails with a mistake to explain)."""
+        inputs = self.input_set(exercise, seed)
+        return inputs.once("variants", lambda: run_all(
+            {name: functools.partial(self._run_on, exercise, inputs, name, workdir) for name in self._variants(exercise)}))
 
-    def _run_variants(self, exercise: Exercise, workdir: Path) -> dict[str, RunResult]:
-        plan = self.plan(exercise)
-
-        def run(pitfall_id: str, source: str) -> RunResult:
-            folder = assemble(exercise, source.encode(), workdir / f"variant-{exercise.id}-{pitfall_id}",
-                              self.course, self.root)
-            return self.sandbox.run(folder, exercise.module_name, plan.calls, check_batches(plan))
-
-        variants = load_variants(exercise, self.root)
-        # At once: every thread whose submission fails waits for them.
-        with ThreadPoolExecutor(max_workers=max(1, len(variants))) as pool:
-            runs = {pitfall_id: pool.submit(run, pitfall_id, variant.source) for pitfall_id, variant in variants.items()}
-            return {pitfall_id: future.result() for pitfall_id, future in runs.items()}
-
-    def _variant_failure(self, exercise: Exercise, check: Check, pitfall_id: str, variant: RunResult,
-                         expected: RunResult) -> Failure | None:
-        """How the variant fails this check (computed once per exercise, check
-        and variant: it was recompared on every failing submission)."""
-        key = ("variant_failure", f"{exercise.id}\0{check.id}\0{pitfall_id}")
-        return self._once(key, lambda: first_failure(check, self.plan(exercise).slices[check.id], variant, expected))
+    def _variants(self, exercise: Exercise) -> dict:
+        return self._once(("variant_sources", exercise.id), lambda: load_variants(exercise, self.root))
 
     def grade(self, exercise: Exercise, folder: Path | None, workdir: Path) -> ExerciseResult:
         """Grade the exercise module in ``folder`` (None: not submitted)."""
@@ -223,8 +219,11 @@ class Judge:
             verdicts = [Verdict(c.id, False, 0.0, points[c.id], c.message, "not submitted", kind="not_run")
                         for c in plan.checks]
             return ExerciseResult(exercise.id, "not_submitted", "", verdicts, exercise.points)
-        # Read before the run: source rules judge the bytes as collected.
+        # Read before the run: source rules judge the bytes as collected, and
+        # the hidden inputs are drawn from them (grader/checks/inputs.py).
         source = _read_source(folder / exercise.module)
+        inputs = self.input_set(exercise, self.inputs.seed(exercise.id, source) if self.inputs else None)
+        plan = inputs.plan
         run = self.sandbox.run(folder, exercise.module_name, plan.calls, check_batches(plan))
         if run.from_outside:
             # Ended by the OOM killer, an operator's kill -9 or the sandbox's own
@@ -233,20 +232,21 @@ class Judge:
             # Once: a submission ended again keeps that result.
             run = self.sandbox.run(folder, exercise.module_name, plan.calls, check_batches(plan))
         # After the run: the first submissions run while the reference does.
-        expected = self.expected(exercise, workdir)
+        expected = self.expected(exercise, workdir, inputs.seed)
         limits = getattr(self.sandbox, "limits", None)
         verdicts: list[Verdict] = []
         detail = " ".join(run.reason.split())[:DETAIL_LIMIT] if run.status != "ok" else ""
         # Parsed only where it can matter: a call that raised AttributeError.
         missing = self._missing_names(exercise, source) if any(
             not call.ok and call.error_type == "AttributeError" for call in run.calls) else []
-        failures = {check.id: check_failure(check, plan.slices[check.id], run, expected, source, limits, plan.calls)
+        # The student's shapes and exception names only where inputs change with every submission.
+        failures = {check.id: check_failure(check, plan.slices[check.id], run, expected, source, limits, plan.calls,
+                                            reveal=inputs.seed is not None and not check.fixed_inputs)
                     for check in plan.checks}
         # A check counts when it passes and so does every check it requires
         # (in any order: the requirement is that behaviour, not its points).
         passed = {check_id for check_id, failure in failures.items() if failure is None}
         for check in plan.checks:
-            calls = plan.slices[check.id]
             failure = failures[check.id]
             unmet = [r for r in check.requires if r not in passed]
             if failure is None and unmet:
@@ -262,7 +262,7 @@ class Judge:
                 verdicts.append(Verdict(check.id, False, 0.0, points[check.id], check.message, failure.reason,
                                         kind=failure.kind, instructor_detail=failure.detail or detail))
                 continue
-            confirmed, possible = self._suspects(exercise, check, calls, run, expected, failure, workdir, passed)
+            confirmed, possible = self._suspects(exercise, inputs, check, run, expected, failure, workdir, passed)
             verdicts.append(Verdict(check.id, False, 0.0, points[check.id], check.message, failure.reason,
                                     [*confirmed, *possible], confirmed, possible, failure.kind, failure.detail))
         _explain_by_confirmed(verdicts)
@@ -273,7 +273,7 @@ class Judge:
             return ExerciseResult(exercise.id, status, cause, verdicts, exercise.points, figures, detail)
         return ExerciseResult(exercise.id, run.status, cause, verdicts, exercise.points, figures, detail)
 
-    def _suspects(self, exercise: Exercise, check: Check, calls: slice, run: RunResult, expected: RunResult,
+    def _suspects(self, exercise: Exercise, inputs: InputSet, check: Check, run: RunResult, expected: RunResult,
                   failure: Failure, workdir: Path, passed: set[str]) -> tuple[list[str], list[str]]:
         """(confirmed, possible) pitfalls of a failed check. Confirmed: the
         variant fails exactly like the submission. Possible: a pitfall the
@@ -284,9 +284,9 @@ class Judge:
         ``passed`` (the checks the submission passes) that declares it: a
         mistake that would have failed one of them is not the submission's. At most
         :data:`MAX_POSSIBLE`."""
-        variants = self.variant_results(exercise, workdir)
+        variants, calls = self.variant_results(exercise, workdir, inputs.seed), inputs.plan.slices[check.id]
         confirmed = [pitfall_id for pitfall_id, variant in variants.items()
-                     if self._variant_failure(exercise, check, pitfall_id, variant, expected) is not None
+                     if inputs.variant_failure(check, pitfall_id, variant, expected) is not None
                      and fails_alike(check, calls, run, variant)]
         candidates = list(check.pitfalls)
         if failure.detail:  # it raised: pitfalls whose known error messages match say something too
@@ -302,13 +302,13 @@ class Judge:
                 if failure.detail and self._error_matches(pitfall_id, failure.detail):
                     possible.append(pitfall_id)
                 continue
-            theirs = self._variant_failure(exercise, check, pitfall_id, variant, expected)
+            theirs = inputs.variant_failure(check, pitfall_id, variant, expected)
             if theirs is not None and same_signature(theirs.kind, failure.kind) \
-                    and self._consistent(exercise, pitfall_id, variant, expected, passed):
+                    and self._consistent(inputs, pitfall_id, variant, expected, passed):
                 possible.append(pitfall_id)
         return confirmed, possible
 
-    def _consistent(self, exercise: Exercise, pitfall_id: str, variant: RunResult, expected: RunResult,
+    def _consistent(self, inputs: InputSet, pitfall_id: str, variant: RunResult, expected: RunResult,
                     passed: set[str]) -> bool:
         """Whether the pitfall's variant passes every check that the
         submission passes and that declares the pitfall (the instructor's
@@ -318,8 +318,8 @@ class Judge:
         does not declare the pitfall says nothing about it (a wrong-dim
         softmax that happens to be right on the last dim is still a wrong
         dim). (Each variant's failure per check is computed once.)"""
-        return all(self._variant_failure(exercise, other, pitfall_id, variant, expected) is None
-                   for other in self.plan(exercise).checks
+        return all(inputs.variant_failure(other, pitfall_id, variant, expected) is None
+                   for other in inputs.plan.checks
                    if other.id in passed and pitfall_id in other.pitfalls)
 
     def _missing_names(self, exercise: Exercise, source: bytes | None) -> list[str]:

@@ -368,6 +368,9 @@ CHECKS = [
         compare=_learns,
         pitfalls=("softmax-before-loss", "softmax-implicit-dim"),
         seed=10,
+        # Judged by thresholds the reference reaches, on the public copy task's
+        # fixed data: the same training for every submission (SECURITY.md).
+        fixed_inputs=True,
     ),
     no_forbidden_calls("11", requires=("11-forward-logits",)),
 ]
