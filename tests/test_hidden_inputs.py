@@ -1,0 +1,207 @@
+"""Hidden inputs drawn per submission (issue 37, item 2; grader/checks/inputs.py).
+
+The same bytes always get the same inputs and the same grade; a changed
+byte gets new inputs; the reference runs on them; and what a feedback page
+lets slip about one submission's inputs says nothing about the next one's.
+"""
+from __future__ import annotations
+
+import os
+import re
+import stat
+from pathlib import Path
+
+import pytest
+import torch
+
+from grader.checks import CheckPlan, checks_for, figures_for
+from grader.checks.forbidden import unwrapped
+from grader.checks.inputs import (SECRET_ENV, GradingSecretError, HiddenInputs, load_grading_secret)
+from grader.course import REPO_ROOT
+
+SECRET = b"a-fixed-grading-secret-for-tests"
+EX01_SOURCE = (REPO_ROOT / "solutions" / "01_softmax" / "softmax.py").read_bytes()
+
+# A softmax that returns a tensor whose SHAPE spells 16 bits of its input:
+# (1, 2, then 1 or 2 per bit). Shown as letters, the pattern of equal sizes
+# still reads them out: 16 bits per check, 96 per page on the old grader.
+SHAPE_LEAK = b'''
+import torch
+
+def softmax(x, dim=-1):
+    bits = int(abs(float(x.flatten()[0])) * 65536) % 65536
+    return torch.zeros(1, 2, *[1 + (bits >> i & 1) for i in range(16)])
+'''
+
+
+def _first_x_bits(plan: CheckPlan, check_id: str) -> int:
+    x = unwrapped(plan.calls[plan.slices[check_id].start]).kwargs["x"]
+    return int(abs(float(x.flatten()[0])) * 65536) % 65536
+
+
+def _bits_read_off(reason: str) -> int:
+    """The attacker's decoding of "... yours (p, q, p, q, ...)"."""
+    letters = re.search(r"yours \(([^)]*)\)", reason).group(1).split(", ")
+    one = letters[0]
+    return sum(1 << i for i, letter in enumerate(letters[2:18]) if letter != one)
+
+
+def _plan(exercise, seed):
+    return CheckPlan.build(checks_for(exercise), figures=figures_for(exercise), seed=seed)
+
+
+# --- the seed -------------------------------------------------------------
+
+def test_same_bytes_same_seed_changed_byte_new_seed():
+    inputs = HiddenInputs(SECRET)
+    seed = inputs.seed("01", EX01_SOURCE)
+    assert seed == HiddenInputs(SECRET).seed("01", EX01_SOURCE)
+    assert inputs.seed("01", EX01_SOURCE + b"# a comment\n") != seed
+    assert inputs.seed("01", EX01_SOURCE.replace(b"softmax", b"softmax ", 1)) != seed
+    assert inputs.seed("03", EX01_SOURCE) != seed           # another exercise
+    assert HiddenInputs(b"another-secret-of-enough-bytes").seed("01", EX01_SOURCE) != seed
+    assert inputs.seed("01", None) is None                   # nothing handed in: no calls
+    assert "secret" not in repr(inputs).replace("<secret>", "") and SECRET.decode() not in repr(inputs)
+
+
+def test_plans_per_seed_are_reproducible_and_differ(course):
+    exercise = course.exercise("01")
+    inputs = HiddenInputs(SECRET)
+    one, again = _plan(exercise, inputs.seed("01", b"a")), _plan(exercise, inputs.seed("01", b"a"))
+    other, fixed = _plan(exercise, inputs.seed("01", b"b")), _plan(exercise, None)
+    first = unwrapped(one.calls[0]).kwargs["x"]
+    assert torch.equal(first, unwrapped(again.calls[0]).kwargs["x"])
+    assert not torch.equal(first, unwrapped(fixed.calls[0]).kwargs["x"])
+    assert not torch.equal(first, unwrapped(other.calls[0]).kwargs["x"])
+
+
+def test_fixed_inputs_checks_keep_their_calls(course):
+    """11-copy-task (judged by thresholds) trains on the same data for every
+    submission, and its figure draws from it; the other checks' inputs move."""
+    exercise = course.exercise("11")
+    checks = {c.id: c for c in checks_for(exercise)}
+    assert [c.id for c in checks.values() if c.fixed_inputs] == ["11-copy-task"]
+    seeded, fixed = _plan(exercise, HiddenInputs(SECRET).seed("11", b"x")), _plan(exercise, None)
+    mine, theirs = seeded.slices["11-copy-task"], fixed.slices["11-copy-task"]
+    assert seeded.calls[mine.start].kwargs == fixed.calls[theirs.start].kwargs
+    logits = seeded.slices["11-forward-logits"]
+    assert repr(seeded.calls[logits.start].kwargs) != repr(fixed.calls[fixed.slices["11-forward-logits"].start].kwargs)
+
+
+def test_exam_variants_keep_their_per_student_seeds(course):
+    """An exam variant's calls are what they were (grader/exams: one per student)."""
+    class Variant:
+        seed, sizes = 1234, {}
+
+    check = checks_for(course.exercise("01"))[0]
+    gen = torch.Generator().manual_seed((1234 * 1_000_003 + check.seed) % 2**62)
+    expected = check.calls(gen)
+    got = check.build_calls(Variant())
+    assert torch.equal(unwrapped(got[0]).kwargs["x"], unwrapped(expected[0]).kwargs["x"])
+
+
+# --- the secret -----------------------------------------------------------
+
+def test_secret_created_on_first_use_private_and_kept(tmp_path, monkeypatch, capsys):
+    monkeypatch.delenv(SECRET_ENV, raising=False)
+    first = load_grading_secret(tmp_path)
+    path = tmp_path / ".grading-secret"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert "created the grading secret" in capsys.readouterr().err
+    assert load_grading_secret(tmp_path) == first and len(first) >= 32
+    assert ".grading-secret" in (REPO_ROOT / ".gitignore").read_text()
+
+
+def test_secret_from_environment_and_refusals(tmp_path, monkeypatch):
+    monkeypatch.setenv(SECRET_ENV, "x" * 20)
+    assert load_grading_secret(tmp_path) == b"x" * 20
+    assert not (tmp_path / ".grading-secret").exists()
+    monkeypatch.setenv(SECRET_ENV, "short")
+    with pytest.raises(GradingSecretError, match="shorter than"):
+        load_grading_secret(tmp_path)
+    monkeypatch.delenv(SECRET_ENV)
+    with pytest.raises(GradingSecretError, match="no grading secret"):
+        load_grading_secret(tmp_path, create=False)
+
+
+def test_gradescope_zip_carries_the_secret_privately(course, tmp_path, monkeypatch):
+    import zipfile
+
+    from grader.scale.gradescope import write_gradescope_zip
+
+    monkeypatch.setenv(SECRET_ENV, "z" * 32)
+    out = tmp_path / "autograder.zip"
+    write_gradescope_zip(course, REPO_ROOT, out, [course.exercise("01")])
+    with zipfile.ZipFile(out) as zf:
+        info = zf.getinfo(".grading-secret")
+        assert zf.read(info).strip() == b"z" * 32
+        assert stat.S_IMODE(info.external_attr >> 16) == 0o600
+
+
+# --- grading on them ------------------------------------------------------
+
+def _grade(judge, exercise, source: bytes, folder: Path):
+    folder.mkdir(parents=True)
+    (folder / exercise.module).write_bytes(source)
+    return judge.grade(exercise, folder, folder.parent / "work")
+
+
+def test_same_submission_same_inputs_and_grade_reference_on_them(judge, course, tmp_path):
+    """Reference verdicts under per-submission inputs: full marks; the same
+    bytes twice: one reference run, the same verdicts; a comment more: new
+    inputs, a new reference run, still full marks."""
+    exercise = course.exercise("01")
+    first = _grade(judge, exercise, EX01_SOURCE, tmp_path / "a")
+    runs = judge.input_sets.runs["reference"]
+    again = _grade(judge, exercise, EX01_SOURCE, tmp_path / "b")
+    assert first.points == again.points == exercise.points
+    assert [v.to_dict() for v in first.verdicts] == [v.to_dict() for v in again.verdicts]
+    assert judge.input_sets.runs["reference"] == runs          # cached per input set
+    changed = _grade(judge, exercise, EX01_SOURCE + b"# v2\n", tmp_path / "c")
+    assert changed.points == exercise.points
+    assert judge.input_sets.runs["reference"] == runs + 1
+    stub = _grade(judge, exercise, (REPO_ROOT / "exercises" / exercise.folder / exercise.module).read_bytes(),
+                  tmp_path / "stub")
+    assert stub.points == 0 and stub.status == "not_started"
+
+
+def test_pitfall_confirmed_on_the_submissions_own_inputs(judge, course, tmp_path):
+    from grader.course.pitfalls import load_variants
+
+    exercise = course.exercise("01")
+    (pitfall_id, variant), *_ = load_variants(exercise, REPO_ROOT).items()
+    result = _grade(judge, exercise, variant.source.encode() + b"# mine\n", tmp_path / "p")
+    assert result.points < exercise.points
+    assert pitfall_id in result.pitfalls
+
+
+def test_shape_leak_says_nothing_about_the_next_submission(judge, course, tmp_path):
+    """The old grader's 16-bit shape channel: it still reads out the inputs
+    of the submission that was graded (so this test can see a leak), and
+    those bits do not match the next submission's inputs."""
+    exercise = course.exercise("01")
+    result = _grade(judge, exercise, SHAPE_LEAK, tmp_path / "leak")
+    verdict = next(v for v in result.verdicts if "yours (" in v.reason)
+    learned = _bits_read_off(verdict.reason)
+    seed = judge.inputs.seed("01", SHAPE_LEAK)
+    assert learned == _first_x_bits(_plan(exercise, seed), verdict.check_id)     # the channel is real...
+    fixed_bits = _first_x_bits(_plan(exercise, None), verdict.check_id)
+    for change in (b"# v2\n", b" ", b"\n# another try\n"):
+        following = _plan(exercise, judge.inputs.seed("01", SHAPE_LEAK + change))
+        assert _first_x_bits(following, verdict.check_id) != learned              # ...for inputs never used again
+    assert fixed_bits != learned   # and the fixed inputs (exams' base, a judge without secret) are not read out
+
+
+def test_fixed_inputs_judge_shows_no_chosen_shape_or_exception(course, course_sandbox, tmp_path):
+    """Without per-submission inputs (a judge without a grading secret), a
+    page shows no shape or exception class the submission chose."""
+    from grader.judge import Judge
+
+    judge = Judge(course, course_sandbox)
+    exercise = course.exercise("01")
+    shaped = _grade(judge, exercise, SHAPE_LEAK, tmp_path / "shape")
+    raising = _grade(judge, exercise, b"def softmax(x, dim=-1):\n    raise (KeyError, ValueError)"
+                                      b"[int(abs(float(x.flatten()[0])) * 2) % 2]('x')\n", tmp_path / "raise")
+    reasons = [v.reason for r in (shaped, raising) for v in r.verdicts if not v.passed]
+    assert reasons and not any("yours" in r or "Error" in r for r in reasons), reasons
+    assert any(r == "wrong shape" for r in reasons)
