@@ -15,8 +15,7 @@ from dataclasses import dataclass
 
 from grader.checks import Check
 from grader.checks.forbidden import unwrapped, unwrapped_value
-from grader.feedback import (CONCEALED_EXCEPTION, ShapeSymbols, concealed, exception_name, input_shapes, memory_limit,
-                             shape_detail, shape_error_kind)
+from grader.feedback import ShapeSymbols, exception_name, input_shapes, memory_limit, shape_detail, shape_error_kind
 from grader.sandbox import CallResult, ProbeCall, RunResult
 
 NOT_IMPLEMENTED = "not implemented yet"
@@ -55,7 +54,23 @@ def _raised(call: CallResult, limits: object | None) -> Failure:
     return Failure(f"raised {name}", f"raised {name}", detail)
 
 
-# Raised errors whose reason the submission cannot steer by the inputs.
+# Fixed inputs (an exam's, a training check's, a judge without a grading
+# secret) are the same for every submission: a page must then show nothing the
+# submission chose from them, or it reads them out over many submissions
+# (a returned shape, an exception's class, which shape error it imitates).
+# Per-submission inputs show these (SECURITY.md, "Hidden inputs per submission").
+CONCEALED_EXCEPTION = "raised an exception (its type is shown only for inputs drawn for this submission)"
+
+
+def concealed(reason: str) -> str:
+    """A compare's reason without the submission's exception class
+    ("raised X", "raised X instead of Y"); others are the grader's words."""
+    if reason.startswith("raised "):
+        return "raised the wrong exception" if " instead of " in reason else CONCEALED_EXCEPTION
+    return reason
+
+
+# Raised errors whose reason says no more than their kind.
 _UNCONCEALED = ("not_implemented", "memory", "protocol")
 
 

@@ -80,22 +80,6 @@ def exception_name(error_type: str | None) -> str:
     return error_type if error_type in known_exceptions() else FOREIGN_EXCEPTION
 
 
-# Fixed inputs (an exam's, a training check's, a judge without a grading
-# secret) are the same for every submission: a page must then show nothing the
-# submission chose from them, or it reads them out over many submissions
-# (a returned shape, an exception's class, which shape error it imitates).
-# Per-submission inputs show these (SECURITY.md, "Hidden inputs per submission").
-CONCEALED_EXCEPTION = "raised an exception (its type is shown only for inputs drawn for this submission)"
-
-
-def concealed(reason: str) -> str:
-    """A compare's reason without the submission's exception class
-    ("raised X", "raised X instead of Y"); others are the grader's words."""
-    if reason.startswith("raised "):
-        return "raised the wrong exception" if " instead of " in reason else CONCEALED_EXCEPTION
-    return reason
-
-
 # torch's own shape errors, recognised (never quoted): each kind has a fixed
 # explanation. A submission can raise a look-alike; it then gets this text.
 SHAPE_ERRORS: tuple[tuple[str, re.Pattern[str], str], ...] = (
