@@ -141,9 +141,10 @@ def test_gradescope_zip_carries_the_secret_privately(course, tmp_path, monkeypat
 # --- grading on them ------------------------------------------------------
 
 def _grade(judge, exercise, source: bytes, folder: Path):
-    folder.mkdir(parents=True)
-    (folder / exercise.module).write_bytes(source)
-    return judge.grade(exercise, folder, folder.parent / "work")
+    """The module as collection prepares it (with the modules the exercise ships), graded."""
+    from grader.intake.submissions import assemble
+
+    return judge.grade(exercise, assemble(exercise, source, folder, judge.course), folder.parent / "work")
 
 
 def test_same_submission_same_inputs_and_grade_reference_on_them(judge, course, tmp_path):
@@ -205,3 +206,56 @@ def test_fixed_inputs_judge_shows_no_chosen_shape_or_exception(course, course_sa
     reasons = [v.reason for r in (shaped, raising) for v in r.verdicts if not v.passed]
     assert reasons and not any("yours" in r or "Error" in r for r in reasons), reasons
     assert any(r == "wrong shape" for r in reasons)
+
+
+def test_fixed_inputs_check_and_its_figure_on_per_submission_inputs(judge, course, tmp_path):
+    """Exercise 11: the copy task (fixed_inputs) and its figure come from the
+    fixed run, every other check's calls from the submission's own inputs:
+    the reference still gets full marks and its figure equals the expected one."""
+    exercise = course.exercise("11")
+    source = (REPO_ROOT / "solutions" / exercise.folder / exercise.module).read_bytes() + b"# mine\n"
+    result = _grade(judge, exercise, source, tmp_path / "s")
+    assert result.points == exercise.points, [(v.check_id, v.reason) for v in result.verdicts if not v.passed]
+    figure = result.figures["copy-cross-attention"]
+    assert figure["student"] == figure["expected"]
+
+
+def _class_of(course, root: Path, sources: dict[str, dict[str, bytes]]) -> Path:
+    for student, parts in sources.items():
+        for exercise_id, source in parts.items():
+            exercise = course.exercise(exercise_id)
+            (root / student / exercise.folder).mkdir(parents=True)
+            (root / student / exercise.folder / exercise.module).write_bytes(source)
+    return root
+
+
+def test_grader_grade_stubs_zero_references_full_regrade_identical(course, tmp_path):
+    """`grader grade` on 01 and 03 with per-submission inputs: references get
+    full marks and stubs 0; two students with the same bytes get the same
+    verdicts (the seed has no student in it: a grade is about the code); a
+    forced regrade gives every result again, identical."""
+    from classrun import grade_cli, results
+
+    def source(tree: str, exercise_id: str) -> bytes:
+        exercise = course.exercise(exercise_id)
+        return (REPO_ROOT / tree / exercise.folder / exercise.module).read_bytes()
+
+    refs = {e: source("solutions", e) for e in ("01", "03")}
+    stubs = {e: source("exercises", e) for e in ("01", "03")}
+    submissions = _class_of(course, tmp_path / "class", {"ann": refs, "bob": stubs, "cyd": refs,
+                                                          "dan": {"01": refs["01"] + b"# edited\n"}})
+    db = tmp_path / "grades.db"
+    run = grade_cli(submissions, db, tmp_path / "out", exercises=("01", "03"))
+    assert run.communicate(timeout=600)[0] is not None and run.returncode == 0
+    first = results(db)
+    points = {(student, exercise): found[0] for (student, exercise, _), found in first.items()}
+    for exercise_id in ("01", "03"):
+        full = course.exercise(exercise_id).points
+        assert points[("ann", exercise_id)] == points[("cyd", exercise_id)] == full
+        assert points[("bob", exercise_id)] == 0
+    assert points[("dan", "01")] == course.exercise("01").points
+    same = {k[1:]: v for k, v in first.items() if k[0] == "ann"}
+    assert same == {k[1:]: v for k, v in first.items() if k[0] == "cyd"}
+    again = grade_cli(submissions, db, tmp_path / "out", "--force", exercises=("01", "03"))
+    assert again.communicate(timeout=600)[0] is not None and again.returncode == 0
+    assert results(db) == first
