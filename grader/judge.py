@@ -123,9 +123,8 @@ class Judge:
     results are computed once per input set and shared between threads."""
 
     def __init__(self, course: Course, sandbox: Sandbox, root: Path = REPO_ROOT, inputs: HiddenInputs | None = None):
-        """``inputs``: draws each submission's hidden inputs from the grading
-        secret (grader/checks/inputs.py); None: every check's fixed inputs,
-        and feedback that shows no shape or exception the submission chose."""
+        """``inputs``: each submission's hidden inputs from the grading secret
+        (grader/checks/inputs.py); None: fixed inputs, and no chosen shape or exception shown."""
         require_isolation(sandbox)
         self.course, self.sandbox, self.root, self.inputs = course, sandbox, root, inputs
         self.input_sets = InputSets()
@@ -155,8 +154,7 @@ class Judge:
                           lambda: CheckPlan.build(checks_for(exercise), figures=figures_for(exercise)))
 
     def input_set(self, exercise: Exercise, seed: int | None = None) -> InputSet:
-        """The exercise's plan for ``seed``'s hidden inputs (None: the fixed
-        ones), with the reference's and the variants' results on them."""
+        """The plan on ``seed``'s hidden inputs (None: fixed), and its runs' results."""
         return self.input_sets.get(exercise.id, seed, lambda: self.plan(exercise) if seed is None else
                                    CheckPlan.build(checks_for(exercise), figures=figures_for(exercise), seed=seed))
 
@@ -192,18 +190,18 @@ class Judge:
         return run_seeded(inputs.plan, fixed.plan, fixed_run, run)
 
     def adopt_references(self, exercise: Exercise, expected: RunResult, variants: dict[str, RunResult]) -> None:
-        """Use the fixed inputs' reference and variant results computed
-        elsewhere (a Dask worker gets them shipped instead of running them again)."""
+        """Fixed inputs' reference and variant results computed elsewhere (shipped to a Dask worker)."""
         fixed = self.input_set(exercise)
-        fixed.adopt("reference", expected)
-        fixed.adopt("variants", variants)
+        for name, run in {"reference": expected, **{f"variant {p}": v for p, v in variants.items()}}.items():
+            fixed.adopt(name, run)
 
-    def variant_results(self, exercise: Exercise, workdir: Path, seed: int | None = None) -> dict[str, RunResult]:
-        """Each pitfall variant's results on the hidden calls (once per input
-        set; asked only when a check fails with a mistake to explain)."""
+    def variant_results(self, exercise: Exercise, workdir: Path, seed: int | None = None,
+                        names: list[str] | None = None) -> dict[str, RunResult]:
+        """The pitfall variants' (``names``, default all) results on the hidden
+        calls, each once per input set; asked only when a check fails with a mistake to explain."""
         inputs = self.input_set(exercise, seed)
-        return inputs.once("variants", lambda: run_all(
-            {name: functools.partial(self._run_on, exercise, inputs, name, workdir) for name in self._variants(exercise)}))
+        return run_all({name: functools.partial(inputs.once, f"variant {name}", functools.partial(
+            self._run_on, exercise, inputs, name, workdir)) for name in (names or list(self._variants(exercise)))})
 
     def _variants(self, exercise: Exercise) -> dict:
         return self._once(("variant_sources", exercise.id), lambda: load_variants(exercise, self.root))
@@ -284,7 +282,11 @@ class Judge:
         ``passed`` (the checks the submission passes) that declares it: a
         mistake that would have failed one of them is not the submission's. At most
         :data:`MAX_POSSIBLE`."""
-        variants, calls = self.variant_results(exercise, workdir, inputs.seed), inputs.plan.slices[check.id]
+        # Bounded: on the submission's inputs, only the variants that fail this check on the fixed inputs run.
+        fixed, every = self.input_set(exercise), self.variant_results(exercise, workdir)
+        failing = [p for p, v in every.items() if fixed.variant_failure(check, p, v, self.expected(exercise, workdir))]
+        variants = self.variant_results(exercise, workdir, inputs.seed, failing) if failing else {}
+        calls = inputs.plan.slices[check.id]
         confirmed = [pitfall_id for pitfall_id, variant in variants.items()
                      if inputs.variant_failure(check, pitfall_id, variant, expected) is not None
                      and fails_alike(check, calls, run, variant)]
@@ -299,7 +301,7 @@ class Judge:
                 continue
             variant = variants.get(pitfall_id)
             if variant is None:
-                if failure.detail and self._error_matches(pitfall_id, failure.detail):
+                if pitfall_id not in every and failure.detail and self._error_matches(pitfall_id, failure.detail):
                     possible.append(pitfall_id)
                 continue
             theirs = inputs.variant_failure(check, pitfall_id, variant, expected)
