@@ -22,28 +22,29 @@ from grader.course import REPO_ROOT
 SECRET = b"a-fixed-grading-secret-for-tests"
 EX01_SOURCE = (REPO_ROOT / "solutions" / "01_softmax" / "softmax.py").read_bytes()
 
-# A softmax that returns a tensor whose SHAPE spells 16 bits of its input:
-# (1, 2, then 1 or 2 per bit). Shown as letters, the pattern of equal sizes
-# still reads them out: 16 bits per check, 96 per page on the old grader.
+# A softmax that returns a tensor whose SHAPE spells 8 bits of its input:
+# (1, 2, 3, 4, then 4 dimensions of 1 to 4). Shown as letters, the pattern
+# of equal sizes still reads them out, on every check that compares a shape
+# (the old grader's channel: 16 bits a check, 96 a page).
 SHAPE_LEAK = b'''
 import torch
 
 def softmax(x, dim=-1):
-    bits = int(abs(float(x.flatten()[0])) * 65536) % 65536
-    return torch.zeros(1, 2, *[1 + (bits >> i & 1) for i in range(16)])
+    bits = int(abs(float(x.flatten()[0])) * 256) % 256
+    return torch.zeros(1, 2, 3, 4, *[1 + (bits >> 2 * i & 3) for i in range(4)])
 '''
 
 
-def _first_x_bits(plan: CheckPlan, check_id: str) -> int:
-    x = unwrapped(plan.calls[plan.slices[check_id].start]).kwargs["x"]
-    return int(abs(float(x.flatten()[0])) * 65536) % 65536
+def _first_x_bits(plan: CheckPlan, check_ids) -> dict[str, int]:
+    """What the attack encodes, for the first call of each check."""
+    xs = {c: unwrapped(plan.calls[plan.slices[c].start]).kwargs["x"] for c in check_ids}
+    return {c: int(abs(float(x.flatten()[0])) * 256) % 256 for c, x in xs.items()}
 
 
 def _bits_read_off(reason: str) -> int:
-    """The attacker's decoding of "... yours (p, q, p, q, ...)"."""
+    """The attacker's decoding of "... yours (p, q, r, s, q, s, ...)"."""
     letters = re.search(r"yours \(([^)]*)\)", reason).group(1).split(", ")
-    one = letters[0]
-    return sum(1 << i for i, letter in enumerate(letters[2:18]) if letter != one)
+    return sum(letters[:4].index(letter) << 2 * i for i, letter in enumerate(letters[4:8]))
 
 
 def _plan(exercise, seed):
@@ -177,20 +178,26 @@ def test_pitfall_confirmed_on_the_submissions_own_inputs(judge, course, tmp_path
 
 
 def test_shape_leak_says_nothing_about_the_next_submission(judge, course, tmp_path):
-    """The old grader's 16-bit shape channel: it still reads out the inputs
-    of the submission that was graded (so this test can see a leak), and
-    those bits do not match the next submission's inputs."""
+    """The shape channel still reads out the inputs of the submission that
+    was graded (so this test can see a leak: 8 bits on each of several
+    checks), and those bits do not match the next submission's inputs."""
     exercise = course.exercise("01")
     result = _grade(judge, exercise, SHAPE_LEAK, tmp_path / "leak")
-    verdict = next(v for v in result.verdicts if "yours (" in v.reason)
-    learned = _bits_read_off(verdict.reason)
-    seed = judge.inputs.seed("01", SHAPE_LEAK)
-    assert learned == _first_x_bits(_plan(exercise, seed), verdict.check_id)     # the channel is real...
-    fixed_bits = _first_x_bits(_plan(exercise, None), verdict.check_id)
+    learned = {v.check_id: _bits_read_off(v.reason) for v in result.verdicts if "yours (" in v.reason}
+    assert len(learned) >= 3, [v.reason for v in result.verdicts]
+    assert learned == _first_x_bits(_plan(exercise, judge.inputs.seed("01", SHAPE_LEAK)), learned)  # real...
     for change in (b"# v2\n", b" ", b"\n# another try\n"):
         following = _plan(exercise, judge.inputs.seed("01", SHAPE_LEAK + change))
-        assert _first_x_bits(following, verdict.check_id) != learned              # ...for inputs never used again
-    assert fixed_bits != learned   # and the fixed inputs (exams' base, a judge without secret) are not read out
+        assert _first_x_bits(following, learned) != learned      # ...about inputs never used again
+    assert _first_x_bits(_plan(exercise, None), learned) != learned   # nor the fixed ones
+
+
+def test_a_shape_of_many_dimensions_shows_only_their_number():
+    from grader.feedback import MAX_SHOWN_RANK, shape_detail
+
+    wide = torch.zeros([1, 2] * 9)
+    text = shape_detail(wide, torch.zeros(3, 4))
+    assert text == f"expected shape (a, b), yours has {2 * 9} dimensions" and 2 * 9 > MAX_SHOWN_RANK
 
 
 def test_fixed_inputs_judge_shows_no_chosen_shape_or_exception(course, course_sandbox, tmp_path):
