@@ -186,7 +186,7 @@ class Judge:
         self.input_sets.count(name)
         fixed = self.input_set(exercise)
         fixed_run = (lambda: self.expected(exercise, workdir)) if name == "reference" \
-            else (lambda: self.variant_results(exercise, workdir)[name])
+            else (lambda: self.variant_results(exercise, workdir, None, [name])[name])
         return run_seeded(inputs.plan, fixed.plan, fixed_run, run)
 
     def adopt_references(self, exercise: Exercise, expected: RunResult, variants: dict[str, RunResult]) -> None:
