@@ -5,9 +5,8 @@ the plain data that comes back, and turn each check into a :class:`Verdict`.
 Verdicts are computed here, in the trusted process, from decoded results
 only: nothing the child prints, writes or exits with can change them.
 
-The calls are drawn per submission (grader/checks/inputs.py) and the
-reference runs on the same ones (grader/references.py: once per input set).
-When a check fails, the same calls' results of every pitfall variant of the
+Calls are drawn per submission (grader/checks/inputs.py); the reference
+runs on the same ones (grader/references.py: once per input set). When a check fails, the same calls' results of every pitfall variant of the
 exercise (the reference with one known mistake, run once per input set) are
 compared with the submission's: a variant that fails in exactly the same way
 *confirms* its pitfall, and that hint is shown first. Without a confirmed
@@ -39,7 +38,7 @@ from grader.feedback import Phrase, both, missing_names, run_cause, source_probl
 from grader.course.pitfalls import load_variants
 from grader.sandbox import RunResult, Sandbox
 from grader.intake.submissions import assemble
-from grader.references import InputSet, InputSets, check_batches, run_all, run_seeded
+from grader.references import InputSet, InputSets, check_batches, passing_seed, run_all, run_seeded
 
 
 # At most this many unconfirmed pitfalls are offered per failed check.
@@ -220,7 +219,9 @@ class Judge:
         # Read before the run: source rules judge the bytes as collected, and
         # the hidden inputs are drawn from them (grader/checks/inputs.py).
         source = _read_source(folder / exercise.module)
-        inputs = self.input_set(exercise, self.inputs.seed(exercise.id, source) if self.inputs else None)
+        seed = passing_seed(self.inputs.seed(exercise.id, source) if self.inputs else None,
+                            lambda seed: self.expected(exercise, workdir, seed), GraderError)
+        inputs = self.input_set(exercise, seed)
         plan = inputs.plan
         run = self.sandbox.run(folder, exercise.module_name, plan.calls, check_batches(plan))
         if run.from_outside:
@@ -229,8 +230,7 @@ class Judge:
             # keyed by content, so that accident would be kept by every rerun.
             # Once: a submission ended again keeps that result.
             run = self.sandbox.run(folder, exercise.module_name, plan.calls, check_batches(plan))
-        # After the run: the first submissions run while the reference does.
-        expected = self.expected(exercise, workdir, inputs.seed)
+        expected = self.expected(exercise, workdir, inputs.seed)   # run already, by passing_seed
         limits = getattr(self.sandbox, "limits", None)
         verdicts: list[Verdict] = []
         detail = " ".join(run.reason.split())[:DETAIL_LIMIT] if run.status != "ok" else ""

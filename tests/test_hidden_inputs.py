@@ -266,3 +266,32 @@ def test_grader_grade_stubs_zero_references_full_regrade_identical(course, tmp_p
     again = grade_cli(submissions, db, tmp_path / "out", "--force", exercises=("01", "03"))
     assert again.communicate(timeout=600)[0] is not None and again.returncode == 0
     assert results(db) == first
+
+
+def test_a_draw_the_reference_fails_on_is_redrawn_alike_never_stopping_the_class():
+    """A student could search their bytes for a draw where the reference
+    fails its own checks (GraderError stops the class): such a draw is
+    redrawn, the same way every time; a reference failing every draw is broken."""
+    from grader.judge import GraderError
+    from grader.references import REDRAWS, passing_seed
+
+    tried: list[int] = []
+
+    def reference(seed):
+        tried.append(seed)
+        if len(tried) == 1:
+            raise GraderError("the reference fails its own hidden checks")
+
+    first = passing_seed(12345, reference, GraderError)
+    assert first != 12345 and tried == [12345, first]
+    tried.clear()
+    assert passing_seed(12345, reference, GraderError) == first      # a regrade redraws alike
+
+    def broken(seed):
+        raise GraderError("broken")
+
+    with pytest.raises(GraderError):
+        passing_seed(12345, broken, GraderError)
+    with pytest.raises(GraderError):
+        passing_seed(None, broken, GraderError)                       # fixed inputs: no redraw
+    assert REDRAWS >= 2
