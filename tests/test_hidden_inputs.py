@@ -89,6 +89,19 @@ def test_fixed_inputs_checks_keep_their_calls(course):
     assert repr(seeded.calls[logits.start].kwargs) != repr(fixed.calls[fixed.slices["11-forward-logits"].start].kwargs)
 
 
+def test_anchored_check_runs_its_picked_cases_after_the_drawn_ones(course):
+    """11-greedy-decode's cases were picked so that rows end at different
+    steps and some never end: random draws may miss that (a decoder that
+    never stops passed on some of them), so they run beside each submission's."""
+    exercise = course.exercise("11")
+    (check,) = [c for c in checks_for(exercise) if c.id == "11-greedy-decode"]
+    assert check.anchored and not check.fixed_inputs
+    own = check.build_calls()
+    drawn = check.build_calls(seed=HiddenInputs(SECRET).seed("11", b"x"))
+    assert len(drawn) == 2 * len(own)
+    assert repr(drawn[len(own):]) == repr(own) and repr(drawn[:len(own)]) != repr(own)
+
+
 def test_exam_variants_keep_their_per_student_seeds(course):
     """An exam variant's calls are what they were (grader/exams: one per student)."""
     class Variant:

@@ -82,15 +82,21 @@ class Check:
     # a comparison of values (a copy task's training), and whose failure shows
     # no shape or exception the submission chose (grader/failures.py).
     fixed_inputs: bool = False
+    # Its own seed's calls (cases picked by hand to cover what random draws may
+    # miss) run too, after the submission's: a fixed part that no page
+    # describes (grader/failures.py), beside a drawn part that keeps it honest.
+    anchored: bool = False
 
     def build_calls(self, variant: VariantLike | None = None, seed: int | None = None) -> list[ProbeCall]:
         """The check's probe calls: on its own seed's inputs, on a
         submission's (``seed``: grader/checks/inputs.py) or on an exam
         variant's."""
         if variant is None:
-            if seed is not None and not self.fixed_inputs:
-                return self.calls(torch.Generator().manual_seed(check_seed(seed, self.id, self.seed)))
-            return self.calls(torch.Generator().manual_seed(self.seed))
+            own = self.calls(torch.Generator().manual_seed(self.seed))
+            if seed is None or self.fixed_inputs:
+                return own
+            drawn = self.calls(torch.Generator().manual_seed(check_seed(seed, self.id, self.seed)))
+            return [*drawn, *own] if self.anchored else drawn
         # Mixed with the check's own seed, so two checks of one student differ.
         gen = torch.Generator().manual_seed((variant.seed * 1_000_003 + self.seed) % 2**62)
         if self.variant_calls is not None:
