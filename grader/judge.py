@@ -5,10 +5,10 @@ the plain data that comes back, and turn each check into a :class:`Verdict`.
 Verdicts are computed here, in the trusted process, from decoded results
 only: nothing the child prints, writes or exits with can change them.
 
-Calls are drawn per submission (grader/checks/inputs.py); the reference
-runs on the same ones (grader/references.py: once per input set). When a check fails, the same calls' results of every pitfall variant of the
-exercise (the reference with one known mistake, run once per input set) are
-compared with the submission's: a variant that fails in exactly the same way
+Calls are drawn per submission (grader/checks/inputs.py); the reference runs
+on them too (grader/references.py). When a check fails, the same calls'
+results of pitfall variants (the reference with one known mistake, run once
+per input set) are compared with the submission's: a variant that fails in exactly the same way
 *confirms* its pitfall, and that hint is shown first. Without a confirmed
 one, a pitfall the check declares is *possible* only when its variant fails
 the check with the same signature (grader/failures.py), at most two.
@@ -282,9 +282,9 @@ class Judge:
         ``passed`` (the checks the submission passes) that declares it: a
         mistake that would have failed one of them is not the submission's. At most
         :data:`MAX_POSSIBLE`."""
-        # Bounded: on the submission's inputs, only the variants that fail this check on the fixed inputs run.
-        fixed, every = self.input_set(exercise), self.variant_results(exercise, workdir)
-        failing = [p for p, v in every.items() if fixed.variant_failure(check, p, v, self.expected(exercise, workdir))]
+        # Bounded: on the submission's inputs only the variants failing this check alike on the fixed ones run.
+        every = self.variant_results(exercise, workdir)
+        failing = self.input_set(exercise).alike(check, failure.kind, every, self.expected(exercise, workdir))
         variants = self.variant_results(exercise, workdir, inputs.seed, failing) if failing else {}
         calls = inputs.plan.slices[check.id]
         confirmed = [pitfall_id for pitfall_id, variant in variants.items()

@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from grader.checks import Check, CheckPlan
-from grader.failures import Failure, first_failure
+from grader.failures import Failure, first_failure, same_signature
 from grader.sandbox import CallResult, RunResult
 
 # Seeded input sets kept per judge (the fixed ones are always kept): enough
@@ -72,6 +72,14 @@ class InputSet:
         if key not in self._variant_failures:   # a race computes the same value twice
             self._variant_failures[key] = first_failure(check, self.plan.slices[check.id], variant, expected)
         return self._variant_failures[key]
+
+    def alike(self, check: Check, kind: str, variants: dict[str, RunResult], expected: RunResult) -> list[str]:
+        """The variants (run on this set) that fail ``check`` with the
+        signature ``kind``: on fixed inputs, the only ones worth running on a
+        submission's own to explain its failure (a confirmed pitfall fails
+        alike, a possible one with the same signature)."""
+        return [p for p, v in variants.items()
+                if (theirs := self.variant_failure(check, p, v, expected)) and same_signature(theirs.kind, kind)]
 
 
 class InputSets:
