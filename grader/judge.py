@@ -200,7 +200,7 @@ class Judge:
         calls, each once per input set; asked only when a check fails with a mistake to explain."""
         inputs = self.input_set(exercise, seed)
         return run_all({name: functools.partial(inputs.once, f"variant {name}", functools.partial(
-            self._run_on, exercise, inputs, name, workdir)) for name in (names or list(self._variants(exercise)))})
+            self._run_on, exercise, inputs, name, workdir)) for name in (self._variants(exercise) if names is None else names)})
 
     def _variants(self, exercise: Exercise) -> dict:
         return self._once(("variant_sources", exercise.id), lambda: load_variants(exercise, self.root))
@@ -282,10 +282,10 @@ class Judge:
         ``passed`` (the checks the submission passes) that declares it: a
         mistake that would have failed one of them is not the submission's. At most
         :data:`MAX_POSSIBLE`."""
-        # Bounded: on the submission's inputs only the variants failing this check alike on the fixed ones run.
+        # Bounded (grader/references.py): variants failing this check alike on fixed inputs, a few a submission.
         every = self.variant_results(exercise, workdir)
-        failing = self.input_set(exercise).alike(check, failure.kind, every, self.expected(exercise, workdir))
-        variants = self.variant_results(exercise, workdir, inputs.seed, failing) if failing else {}
+        alike = self.input_set(exercise).alike(check, failure.kind, every, self.expected(exercise, workdir))
+        variants = self.variant_results(exercise, workdir, inputs.seed, inputs.budgeted(alike, check.pitfalls))
         calls = inputs.plan.slices[check.id]
         confirmed = [pitfall_id for pitfall_id, variant in variants.items()
                      if inputs.variant_failure(check, pitfall_id, variant, expected) is not None

@@ -31,6 +31,10 @@ from grader.checks import Check, CheckPlan
 from grader.failures import Failure, first_failure, same_signature
 from grader.sandbox import CallResult, RunResult
 
+# Pitfall variants run on one submission's own inputs besides those its failing
+# checks declare, at most (the class's cost: bench/hidden_inputs_cost.py).
+MAX_SEEDED_VARIANTS = 2
+
 # Seeded input sets kept per judge (the fixed ones are always kept): enough
 # for every submission in flight and a few resubmissions of the same bytes.
 KEPT_INPUT_SETS = 64
@@ -52,6 +56,8 @@ class InputSet:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     # (check id, pitfall id) -> the variant's failure on this set (None: it passes)
     _variant_failures: dict[tuple[str, str], Failure | None] = field(default_factory=dict)
+    _granted: set[str] = field(default_factory=set)   # variants this (seeded) set may run
+    _others: int = 0
 
     def once(self, name: str, compute: Callable[[], object]) -> object:
         with self._lock:
@@ -72,6 +78,18 @@ class InputSet:
         if key not in self._variant_failures:   # a race computes the same value twice
             self._variant_failures[key] = first_failure(check, self.plan.slices[check.id], variant, expected)
         return self._variant_failures[key]
+
+    def budgeted(self, names: list[str], declared: tuple[str, ...]) -> list[str]:
+        """``names`` that this set may run: on a submission's inputs, those the
+        failing check declares, and at most :data:`MAX_SEEDED_VARIANTS` others in all."""
+        if self.seed is None:
+            return names
+        with self._lock:
+            for name in names:
+                if name not in self._granted and (name in declared or self._others < MAX_SEEDED_VARIANTS):
+                    self._granted.add(name)
+                    self._others += name not in declared
+            return [n for n in names if n in self._granted]
 
     def alike(self, check: Check, kind: str, variants: dict[str, RunResult], expected: RunResult) -> list[str]:
         """The variants (run on this set) that fail ``check`` with the

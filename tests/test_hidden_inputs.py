@@ -308,3 +308,15 @@ def test_a_draw_the_reference_fails_on_is_redrawn_alike_never_stopping_the_class
     with pytest.raises(GraderError):
         passing_seed(None, broken, GraderError)                       # fixed inputs: no redraw
     assert REDRAWS >= 2
+
+
+def test_variants_on_a_submissions_inputs_are_the_checks_own_and_a_few_others():
+    from grader.references import MAX_SEEDED_VARIANTS, InputSet
+
+    names = [f"p{i}" for i in range(MAX_SEEDED_VARIANTS + 4)]
+    seeded = InputSet("01", 7, plan=None)
+    first = seeded.budgeted(names, declared=("p5",))
+    assert "p5" in first and len(first) == MAX_SEEDED_VARIANTS + 1
+    again = seeded.budgeted(names, declared=("p4",))                   # declared: always; others: spent
+    assert set(again) == {*first, "p4"}
+    assert InputSet("01", None, plan=None).budgeted(names, ()) == names  # fixed inputs: each ran once per exercise anyway
