@@ -61,11 +61,33 @@ def _raised(call: CallResult, limits: object | None) -> Failure:
     return Failure(f"raised {name}", f"raised {name}", detail)
 
 
+# Fixed inputs (an exam's, a training check's, a judge without a grading
+# secret) are the same for every submission: a page must then show nothing the
+# submission chose from them, or it reads them out over many submissions
+# (a returned shape, an exception's class, which shape error it imitates).
+# Per-submission inputs show these (SECURITY.md, "Hidden inputs per submission").
+CONCEALED_EXCEPTION = "raised an exception (its type is shown only for inputs drawn for this submission)"
+
+
+def concealed(reason: str) -> str:
+    """A compare's reason without the submission's exception class
+    ("raised X", "raised X instead of Y"); others are the grader's words."""
+    if reason.startswith("raised "):
+        return "raised the wrong exception" if " instead of " in reason else CONCEALED_EXCEPTION
+    return reason
+
+
+# Raised errors whose reason says no more than their kind.
+_UNCONCEALED = ("not_implemented", "memory", "protocol")
+
+
 def first_failure(check: Check, calls: slice, run: RunResult, expected: RunResult,
-                   limits: object | None = None, inputs: Sequence[ProbeCall] = ()) -> Failure | None:
+                   limits: object | None = None, inputs: Sequence[ProbeCall] = (),
+                   reveal: bool = True) -> Failure | None:
     """None if ``run`` agrees with ``expected`` on every call of ``check``,
     else the first failure. The error text stays in ``detail``: it may
-    quote hidden inputs."""
+    quote hidden inputs. ``reveal``: the reason may show the returned shape
+    and the exception's class (False on fixed inputs: grader/feedback.py)."""
     for index in range(calls.start, calls.stop):
         call = run.calls[index] if index < len(run.calls) else None
         if call is None:
@@ -73,10 +95,14 @@ def first_failure(check: Check, calls: slice, run: RunResult, expected: RunResul
         kwargs = unwrapped(inputs[index]).kwargs if index < len(inputs) else {}
         if not call.ok:
             failure = _raised(call, limits)
+            if not reveal and failure.kind not in _UNCONCEALED:
+                return Failure(failure.kind, CONCEALED_EXCEPTION, failure.detail)
             if failure.kind.startswith("shape error") and (given := _safely(input_shapes, kwargs, ShapeSymbols())):
                 return Failure(failure.kind, f"{failure.reason} (inputs {given})", failure.detail)
             return failure
         if (reason := _compare(check, call.value, expected.calls[index].value)) is not None:
+            if not reveal:
+                return Failure(reason, concealed(reason))
             if reason.startswith("wrong shape") and (shapes := _safely(
                     shape_detail, unwrapped_value(call.value), unwrapped_value(expected.calls[index].value), kwargs)):
                 return Failure(reason, f"{reason}: {shapes}")
@@ -85,7 +111,7 @@ def first_failure(check: Check, calls: slice, run: RunResult, expected: RunResul
 
 
 def check_failure(check: Check, calls: slice, run: RunResult, expected: RunResult, source: bytes | None,
-                  limits: object | None = None, inputs: Sequence[ProbeCall] = ()) -> Failure | None:
+                  limits: object | None = None, inputs: Sequence[ProbeCall] = (), reveal: bool = True) -> Failure | None:
     """:func:`first_failure`, then the check's rule on the submitted bytes
     (read by the grader, never by the student's process), then its rule on
     the whole run (``inputs``: every call of the plan). A ``tampered`` run
@@ -93,7 +119,7 @@ def check_failure(check: Check, calls: slice, run: RunResult, expected: RunResul
     break too: nothing it sent back is kept (grader/sandbox/runstate.py)."""
     if run.status == "tampered":
         return Failure("tampered", TAMPERED)
-    failure = first_failure(check, calls, run, expected, limits, inputs)
+    failure = first_failure(check, calls, run, expected, limits, inputs, reveal)
     if failure is None and check.source_rule is not None and source is not None:
         if (reason := check.source_rule(source)) is not None:
             return Failure("source rule", reason)

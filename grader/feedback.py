@@ -160,6 +160,9 @@ def _first_shape_mismatch(mine: object, theirs: object,
     return None
 
 
+MAX_SHOWN_RANK = 8
+
+
 def shape_detail(submitted: object, expected: object, inputs: dict | None = None) -> str | None:
     """"expected shape (a, b, c), yours (a, c, b), for inputs x (a, b, c)"
     for the first returned tensor whose shape differs from the reference's,
@@ -171,7 +174,10 @@ def shape_detail(submitted: object, expected: object, inputs: dict | None = None
     where, theirs, mine = found
     symbols = ShapeSymbols()
     place = f" of {'.'.join(where)}" if where else ""
-    text = f"expected shape{place} {symbols.show(tuple(theirs))}, yours {symbols.show(tuple(mine))}"
+    # Beyond MAX_SHOWN_RANK dimensions only their number: the letters are a
+    # channel the submission writes in, bounded per page (SECURITY.md).
+    yours = symbols.show(tuple(mine)) if len(mine) <= MAX_SHOWN_RANK else f"has {len(mine)} dimensions"
+    text = f"expected shape{place} {symbols.show(tuple(theirs))}, yours {yours}"
     given = input_shapes(inputs or {}, symbols)
     return f"{text}, for inputs {given}" if given else text
 

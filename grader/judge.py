@@ -5,14 +5,16 @@ the plain data that comes back, and turn each check into a :class:`Verdict`.
 Verdicts are computed here, in the trusted process, from decoded results
 only: nothing the child prints, writes or exits with can change them.
 
-When a check fails, the same calls' results of every pitfall variant of the
-exercise (the reference with one known mistake, run once and cached) are
-compared with the submission's: a variant whose outputs there are the
-submission's own *confirms* its pitfall (grader/matching.py: equal numbers
-or errors, not merely the same failed property), and that hint is shown
-first. Without a confirmed one, a pitfall the check declares is *possible*
-(a guess, said as one) only when its variant fails the check with the same
-signature and also fails the checks no confirmed mistake explains: at most two.
+Calls are drawn per submission (grader/checks/inputs.py); the reference runs
+on them too (grader/references.py). When a check fails, the same calls'
+results of pitfall variants (the reference with one known mistake, run once
+per input set, a few per submission) are compared with the submission's: a
+variant whose outputs there are the submission's own *confirms* its pitfall
+(grader/matching.py: equal numbers or errors, not merely the same failed
+property), and that hint is shown first. Without a confirmed one, a pitfall
+the check declares is *possible* (a guess, said as one) only when its variant
+fails the check with the same signature and also fails the checks no
+confirmed mistake explains: at most two.
 
 Feedback is fixed words (grader/feedback.py): no error message, exception
 class name of the submission's own, printed output or warning reaches a
@@ -23,13 +25,14 @@ result's ``reason``, with the course's limit; the raw texts stay in
 """
 from __future__ import annotations
 
+import functools
 import re
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from grader.checks import COULD_NOT_TELL, Check, CheckPlan, checks_for, figures_for
+from grader.checks.inputs import HiddenInputs
 from grader.course import REPO_ROOT, Course, Exercise, Text
 from grader.failures import DETAIL_LIMIT, NOT_RUN, Failure, check_failure, first_failure, same_signature
 from grader.figures import run_figures
@@ -39,6 +42,7 @@ from grader.matching import (Evidence, evidence, explain_by_confirmed, guess_fit
                              unexplained)
 from grader.sandbox import RunResult, Sandbox
 from grader.intake.submissions import assemble
+from grader.references import InputSet, InputSets, check_batches, passing_seed, run_all, run_seeded
 
 
 # At most this many unconfirmed pitfalls are offered per failed check, as
@@ -118,33 +122,16 @@ def require_isolation(sandbox: Sandbox) -> None:
                           "run `grader doctor` for details")
 
 
-def check_batches(plan: CheckPlan) -> list[int]:
-    """How many calls the sandbox sends at once: each check's calls
-    together (one round trip per check, not per call), and each call that
-    belongs to no check (a figure's) or to a measured check on its own."""
-    owner = [None] * len(plan.calls)
-    measured = {check.id for check in plan.checks if check.measured}
-    for check_id, calls in plan.slices.items():
-        for i in range(calls.start, calls.stop):
-            owner[i] = None if check_id in measured else check_id  # a measured call: a batch of its own
-    sizes: list[int] = []
-    for i, check_id in enumerate(owner):
-        if sizes and check_id is not None and owner[i - 1] == check_id:
-            sizes[-1] += 1
-        else:
-            sizes.append(1)
-    return sizes
-
-
 class Judge:
     """Grades exercises of one course with one sandbox; reference and variant
-    results are computed once per exercise and shared between threads."""
+    results are computed once per input set and shared between threads."""
 
-    def __init__(self, course: Course, sandbox: Sandbox, root: Path = REPO_ROOT):
+    def __init__(self, course: Course, sandbox: Sandbox, root: Path = REPO_ROOT, inputs: HiddenInputs | None = None):
+        """``inputs``: each submission's hidden inputs from the grading secret
+        (grader/checks/inputs.py); None: fixed inputs, and no chosen shape or exception shown."""
         require_isolation(sandbox)
-        self.course = course
-        self.sandbox = sandbox
-        self.root = root
+        self.course, self.sandbox, self.root, self.inputs = course, sandbox, root, inputs
+        self.input_sets = InputSets()
         self._cache: dict[tuple[str, str], object] = {}
         self._key_locks: dict[tuple[str, str], threading.Lock] = {}
         self._lock = threading.Lock()
@@ -170,52 +157,58 @@ class Judge:
         return self._once(("plan", exercise.id),
                           lambda: CheckPlan.build(checks_for(exercise), figures=figures_for(exercise)))
 
-    def expected(self, exercise: Exercise, workdir: Path) -> RunResult:
-        """The reference's results on the hidden calls (computed once)."""
-        return self._once(("expected", exercise.id), lambda: self._run_reference(exercise, workdir))
+    def input_set(self, exercise: Exercise, seed: int | None = None) -> InputSet:
+        """The plan on ``seed``'s hidden inputs (None: fixed), and its runs' results."""
+        return self.input_sets.get(exercise.id, seed, lambda: self.plan(exercise) if seed is None else
+                                   CheckPlan.build(checks_for(exercise), figures=figures_for(exercise), seed=seed))
 
-    def _run_reference(self, exercise: Exercise, workdir: Path) -> RunResult:
-        plan = self.plan(exercise)
-        reference = (self.root / "solutions" / exercise.folder / exercise.module).read_bytes()
-        folder = assemble(exercise, reference, workdir / f"reference-{exercise.id}", self.course, self.root)
-        run = self.sandbox.run(folder, exercise.module_name, plan.calls, check_batches(plan))
+    def expected(self, exercise: Exercise, workdir: Path, seed: int | None = None) -> RunResult:
+        """The reference's results on the hidden calls (once per input set)."""
+        inputs = self.input_set(exercise, seed)
+        return inputs.once("reference", lambda: self._run_reference(exercise, inputs, workdir))
+
+    def _run_reference(self, exercise: Exercise, inputs: InputSet, workdir: Path) -> RunResult:
+        run = self._run_on(exercise, inputs, "reference", workdir)
         broken = [i for i, call in enumerate(run.calls) if not call.ok]
-        if run.status != "ok" or len(run.calls) != len(plan.calls) or broken:
+        if run.status != "ok" or len(run.calls) != len(inputs.plan.calls) or broken:
             detail = run.calls[broken[0]].error if broken else run.reason
             raise GraderError(f"the reference of {exercise.folder} fails its own hidden checks: {run.status}, {detail}")
         return run
 
+    def _run_on(self, exercise: Exercise, inputs: InputSet, name: str, workdir: Path) -> RunResult:
+        """The reference (``name`` "reference") or a pitfall variant on ``inputs``."""
+        def assembled() -> Path:
+            source = ((self.root / "solutions" / exercise.folder / exercise.module).read_bytes() if name == "reference"
+                      else self._variants(exercise)[name].source.encode())
+            tag = f"reference-{exercise.id}" if name == "reference" else f"variant-{exercise.id}-{name}"
+            return assemble(exercise, source, workdir / tag, self.course, self.root)
+
+        folder = self._once(("folder", f"{exercise.id}\0{name}"), assembled)   # the same for every input set
+        run = functools.partial(self.sandbox.run, folder, exercise.module_name)
+        if inputs.seed is None:
+            return run(inputs.plan.calls, check_batches(inputs.plan))
+        self.input_sets.count(name)
+        fixed = self.input_set(exercise)
+        fixed_run = (lambda: self.expected(exercise, workdir)) if name == "reference" \
+            else (lambda: self.variant_results(exercise, workdir, None, [name])[name])
+        return run_seeded(inputs.plan, fixed.plan, fixed_run, run)
+
     def adopt_references(self, exercise: Exercise, expected: RunResult, variants: dict[str, RunResult]) -> None:
-        """Use reference and variant results computed elsewhere (a Dask
-        worker gets them shipped instead of running them again)."""
-        with self._lock:
-            self._cache.setdefault(("expected", exercise.id), expected)
-            self._cache.setdefault(("variants", exercise.id), variants)
+        """Fixed inputs' reference and variant results computed elsewhere (shipped to a Dask worker)."""
+        fixed = self.input_set(exercise)
+        for name, run in {"reference": expected, **{f"variant {p}": v for p, v in variants.items()}}.items():
+            fixed.adopt(name, run)
 
-    def variant_results(self, exercise: Exercise, workdir: Path) -> dict[str, RunResult]:
-        """Each pitfall variant's results on the hidden calls (computed once)."""
-        return self._once(("variants", exercise.id), lambda: self._run_variants(exercise, workdir))
+    def variant_results(self, exercise: Exercise, workdir: Path, seed: int | None = None,
+                        names: list[str] | None = None) -> dict[str, RunResult]:
+        """The pitfall variants' (``names``, default all) results on the hidden
+        calls, each once per input set; asked only when a check fails with a mistake to explain."""
+        inputs = self.input_set(exercise, seed)
+        return run_all({name: functools.partial(inputs.once, f"variant {name}", functools.partial(
+            self._run_on, exercise, inputs, name, workdir)) for name in (self._variants(exercise) if names is None else names)})
 
-    def _run_variants(self, exercise: Exercise, workdir: Path) -> dict[str, RunResult]:
-        plan = self.plan(exercise)
-
-        def run(pitfall_id: str, source: str) -> RunResult:
-            folder = assemble(exercise, source.encode(), workdir / f"variant-{exercise.id}-{pitfall_id}",
-                              self.course, self.root)
-            return self.sandbox.run(folder, exercise.module_name, plan.calls, check_batches(plan))
-
-        variants = load_variants(exercise, self.root)
-        # At once: every thread whose submission fails waits for them.
-        with ThreadPoolExecutor(max_workers=max(1, len(variants))) as pool:
-            runs = {pitfall_id: pool.submit(run, pitfall_id, variant.source) for pitfall_id, variant in variants.items()}
-            return {pitfall_id: future.result() for pitfall_id, future in runs.items()}
-
-    def _variant_failure(self, exercise: Exercise, check: Check, pitfall_id: str, variant: RunResult,
-                         expected: RunResult) -> Failure | None:
-        """How the variant fails this check (computed once per exercise, check
-        and variant: it was recompared on every failing submission)."""
-        key = ("variant_failure", f"{exercise.id}\0{check.id}\0{pitfall_id}")
-        return self._once(key, lambda: first_failure(check, self.plan(exercise).slices[check.id], variant, expected))
+    def _variants(self, exercise: Exercise) -> dict:
+        return self._once(("variant_sources", exercise.id), lambda: load_variants(exercise, self.root))
 
     def grade(self, exercise: Exercise, folder: Path | None, workdir: Path) -> ExerciseResult:
         """Grade the exercise module in ``folder`` (None: not submitted)."""
@@ -228,8 +221,13 @@ class Judge:
             verdicts = [Verdict(c.id, False, 0.0, points[c.id], c.message, "not submitted", kind="not_run")
                         for c in plan.checks]
             return ExerciseResult(exercise.id, "not_submitted", "", verdicts, exercise.points)
-        # Read before the run: source rules judge the bytes as collected.
+        # Read before the run: source rules judge the bytes as collected, and
+        # the hidden inputs are drawn from them (grader/checks/inputs.py).
         source = _read_source(folder / exercise.module)
+        seed = passing_seed(self.inputs.seed(exercise.id, source) if self.inputs else None,
+                            lambda seed: self.expected(exercise, workdir, seed), GraderError)
+        inputs = self.input_set(exercise, seed)
+        plan = inputs.plan
         run = self.sandbox.run(folder, exercise.module_name, plan.calls, check_batches(plan))
         if run.from_outside:
             # Ended by the OOM killer, an operator's kill -9 or the sandbox's own
@@ -237,22 +235,22 @@ class Judge:
             # keyed by content, so that accident would be kept by every rerun.
             # Once: a submission ended again keeps that result.
             run = self.sandbox.run(folder, exercise.module_name, plan.calls, check_batches(plan))
-        # After the run: the first submissions run while the reference does.
-        expected = self.expected(exercise, workdir)
+        expected = self.expected(exercise, workdir, inputs.seed)   # run already, by passing_seed
         limits = getattr(self.sandbox, "limits", None)
         verdicts: list[Verdict] = []
         detail = " ".join(run.reason.split())[:DETAIL_LIMIT] if run.status != "ok" else ""
         # Parsed only where it can matter: a call that raised AttributeError.
         missing = self._missing_names(exercise, source) if any(
             not call.ok and call.error_type == "AttributeError" for call in run.calls) else []
-        failures = {check.id: check_failure(check, plan.slices[check.id], run, expected, source, limits, plan.calls)
+        # The student's shapes and exception names only where inputs change with every submission.
+        failures = {check.id: check_failure(check, plan.slices[check.id], run, expected, source, limits, plan.calls,
+                                            reveal=inputs.seed is not None and not (check.fixed_inputs or check.anchored))
                     for check in plan.checks}
         # A check counts when it passes and so does every check it requires
         # (in any order: the requirement is that behaviour, not its points).
         passed = {check_id for check_id, failure in failures.items() if failure is None}
-        found: dict[str, Evidence] = {}  # each variant's evidence on this run, once (_suspects)
+        found: dict[str, tuple[Evidence, RunResult]] = {}  # each variant's evidence on this run, once (_suspects)
         for check in plan.checks:
-            calls = plan.slices[check.id]
             failure = failures[check.id]
             unmet = [r for r in check.requires if r not in passed]
             if failure is None and unmet:
@@ -268,7 +266,7 @@ class Judge:
                 verdicts.append(Verdict(check.id, False, 0.0, points[check.id], check.message, failure.reason,
                                         kind=failure.kind, instructor_detail=failure.detail or detail))
                 continue
-            confirmed, possible = self._suspects(exercise, check, calls, run, expected, failure, workdir, passed,
+            confirmed, possible = self._suspects(exercise, inputs, check, run, expected, failure, workdir, passed,
                                                  found)
             verdicts.append(Verdict(check.id, False, 0.0, points[check.id], check.message, failure.reason,
                                     [*confirmed, *possible], confirmed, possible, failure.kind, failure.detail))
@@ -280,58 +278,59 @@ class Judge:
             return ExerciseResult(exercise.id, status, cause, verdicts, exercise.points, figures, detail)
         return ExerciseResult(exercise.id, run.status, cause, verdicts, exercise.points, figures, detail)
 
-    def _suspects(self, exercise: Exercise, check: Check, calls: slice, run: RunResult, expected: RunResult,
+    def _suspects(self, exercise: Exercise, inputs: InputSet, check: Check, run: RunResult, expected: RunResult,
                   failure: Failure, workdir: Path, passed: set[str],
-                  found: dict[str, Evidence]) -> tuple[list[str], list[str]]:
-        """(confirmed, possible) pitfalls of a failed check (grader/matching.py).
-        Confirmed: the variant's outputs on the check's calls are the
-        submission's; one per mistake. Possible: a pitfall the check declares
-        (or whose known error message matches) whose variant fails with the
-        same signature and passes every check in ``passed`` that declares it; at most
-        :data:`MAX_POSSIBLE`. ``found``: each variant's evidence on this run,
-        filled on first use and shared by the run's checks."""
-        variants = self.variant_results(exercise, workdir)
-        plan = self.plan(exercise)
-        fails = lambda p, other: self._variant_failure(exercise, other, p, variants[p], expected) is not None
+                  found: dict[str, tuple[Evidence, RunResult]]) -> tuple[list[str], list[str]]:
+        """(confirmed, possible) pitfalls of a failed check (grader/matching.py): confirmed, the
+        variant's outputs on the check's calls are the submission's (one per mistake); possible, at
+        most :data:`MAX_POSSIBLE` guesses. Variants run on the submission's inputs, a few a
+        submission (grader/references.py). ``found``: each variant's evidence and run, shared."""
+        every = self.variant_results(exercise, workdir)
+        alike = self.input_set(exercise).alike(check, failure.kind, every, self.expected(exercise, workdir))
+        variants = self.variant_results(exercise, workdir, inputs.seed, inputs.budgeted(alike, check.pitfalls))
+        plan, calls = inputs.plan, inputs.plan.slices[check.id]
+        fails = lambda p, other: inputs.variant_failure(other, p, found[p][1], expected) is not None  # noqa: E731
         for pitfall_id, variant in variants.items():
             if pitfall_id not in found:
-                found[pitfall_id] = evidence(plan.checks, plan.slices, run, variant, expected, passed,
-                                             lambda other, p=pitfall_id: fails(p, other))
+                found[pitfall_id] = (evidence(plan.checks, plan.slices, run, variant, expected, passed,
+                                              lambda other, p=pitfall_id, v=variant: inputs.variant_failure(
+                                                  other, p, v, expected) is not None), variant)
+        evidences = {p: e for p, (e, _) in found.items()}
         confirmed = [pitfall_id for pitfall_id, variant in variants.items()
-                     if self._variant_failure(exercise, check, pitfall_id, variant, expected) is not None
-                     and same_outputs(check, calls, run, variant, expected, found[pitfall_id])]
-        confirmed, ambiguous = one_per_mistake(confirmed, found)
+                     if inputs.variant_failure(check, pitfall_id, variant, expected) is not None
+                     and same_outputs(check, calls, run, variant, expected, evidences[pitfall_id])]
+        confirmed, ambiguous = one_per_mistake(confirmed, evidences)
         if confirmed:  # a confirmed pitfall explains the failure; guesses beside it would be noise
             return confirmed, []
         candidates = [*ambiguous, *check.pitfalls]
         if failure.detail:  # it raised: pitfalls whose known error messages match say something too
             candidates += [p.id for p in exercise.pitfalls if self._error_matches(p.id, failure.detail)]
-        loose = unexplained(plan.checks, passed, found, fails)
+        loose = unexplained(plan.checks, passed, evidences, fails)
         possible: list[str] = []
         for pitfall_id in dict.fromkeys(candidates):
             if len(possible) >= MAX_POSSIBLE:
                 break
             variant = variants.get(pitfall_id)
             if variant is None:
-                if failure.detail and self._error_matches(pitfall_id, failure.detail):
+                if pitfall_id not in every and failure.detail and self._error_matches(pitfall_id, failure.detail):
                     possible.append(pitfall_id)
                 continue
-            theirs = self._variant_failure(exercise, check, pitfall_id, variant, expected)
+            theirs = inputs.variant_failure(check, pitfall_id, variant, expected)
             if theirs is not None and same_signature(theirs.kind, failure.kind) \
                     and guess_fits(pitfall_id, plan.checks, loose, fails) \
-                    and self._consistent(exercise, pitfall_id, variant, expected, passed):
+                    and self._consistent(inputs, pitfall_id, variant, expected, passed):
                 possible.append(pitfall_id)
         return [], possible
 
-    def _consistent(self, exercise: Exercise, pitfall_id: str, variant: RunResult, expected: RunResult,
+    def _consistent(self, inputs: InputSet, pitfall_id: str, variant: RunResult, expected: RunResult,
                     passed: set[str]) -> bool:
         """Whether the pitfall's variant passes every check that the
         submission passes and that declares the pitfall (the instructor's
         list of where the mistake shows): a check that does not declare it
         says nothing (a wrong-dim softmax right on the last dim is still a
         wrong dim)."""
-        return all(self._variant_failure(exercise, other, pitfall_id, variant, expected) is None
-                   for other in self.plan(exercise).checks
+        return all(inputs.variant_failure(other, pitfall_id, variant, expected) is None
+                   for other in inputs.plan.checks
                    if other.id in passed and pitfall_id in other.pitfalls)
 
     def _missing_names(self, exercise: Exercise, source: bytes | None) -> list[str]:

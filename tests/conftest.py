@@ -7,6 +7,12 @@ import pytest
 from grader.course import load_course
 from grader.proofs.selftest import check_exercises
 
+# Hidden inputs are drawn per submission from the grading secret
+# (grader/checks/inputs.py): tests use a fixed one, and every `grader`
+# process they start inherits it (none creates .grading-secret in the checkout).
+TEST_GRADING_SECRET = "tests-fixed-grading-secret-0123456789abcdef"
+os.environ.setdefault("GRADER_GRADING_SECRET", TEST_GRADING_SECRET)
+
 # tests/classrun.py (helpers for end-to-end `grader grade` runs) is imported
 # as `classrun` from tests in any folder below this one.
 sys.path.insert(0, str(Path(__file__).parent))
@@ -40,9 +46,10 @@ def judge(course, course_sandbox):
     every test that grades through it (tests/test_checks.py, tests/accuracy/,
     tests/test_observation.py, tests/test_judge.py, ...). A test that needs
     other limits or a fresh cache builds its own."""
+    from grader.checks.inputs import HiddenInputs
     from grader.judge import Judge
 
-    return Judge(course, course_sandbox)
+    return Judge(course, course_sandbox, inputs=HiddenInputs(TEST_GRADING_SECRET.encode()))
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,7 @@ from grader.sandbox import Limits
 
 distributed = pytest.importorskip("distributed")
 
+from grader.checks.inputs import HiddenInputs  # noqa: E402
 from grader.scale.dask_executor import DaskExecutor  # noqa: E402
 
 
@@ -54,7 +55,9 @@ def test_worker_killed_mid_run_loses_nothing(course, submissions, local_book, tm
     killed = []
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                                   dashboard_address=None) as cluster, distributed.Client(cluster) as client:
-        executor = DaskExecutor(client, REPO_ROOT / "course.yaml", limits)
+        # The grading secret `grader grade` uses (conftest's): the same per-submission inputs as local grading.
+        inputs = HiddenInputs(os.environ["GRADER_GRADING_SECRET"].encode())
+        executor = DaskExecutor(client, REPO_ROOT / "course.yaml", limits, inputs=inputs)
 
         def kill_a_busy_worker(task, record):
             if killed:

@@ -25,7 +25,9 @@ from typing import Any, Protocol
 import torch
 
 from coursekit.compare import compare_tensors
+from grader.checks.inputs import check_seed
 from grader.course import Exercise, Text
+from grader.feedback import exception_name
 from grader.sandbox import ProbeCall, RunResult
 
 # compare(submission_value, reference_value) -> None when they agree,
@@ -79,10 +81,26 @@ class Check:
     # time the sandbox measures from outside (CallResult.cpu_s) covers that
     # call alone: for checks of how much work a call does.
     measured: bool = False
+    # Keeps its own seed's inputs for every submission (grader/checks/inputs.py):
+    # only for a check whose verdict is a threshold the reference reaches, never
+    # a comparison of values (a copy task's training), and whose failure shows
+    # no shape or exception the submission chose (grader/failures.py).
+    fixed_inputs: bool = False
+    # Its own seed's calls (cases picked by hand to cover what random draws may
+    # miss) run too, after the submission's: a fixed part that no page
+    # describes (grader/failures.py), beside a drawn part that keeps it honest.
+    anchored: bool = False
 
-    def build_calls(self, variant: VariantLike | None = None) -> list[ProbeCall]:
+    def build_calls(self, variant: VariantLike | None = None, seed: int | None = None) -> list[ProbeCall]:
+        """The check's probe calls: on its own seed's inputs, on a
+        submission's (``seed``: grader/checks/inputs.py) or on an exam
+        variant's."""
         if variant is None:
-            return self.calls(torch.Generator().manual_seed(self.seed))
+            own = self.calls(torch.Generator().manual_seed(self.seed))
+            if seed is None or self.fixed_inputs:
+                return own
+            drawn = self.calls(torch.Generator().manual_seed(check_seed(seed, self.id, self.seed)))
+            return [*drawn, *own] if self.anchored else drawn
         # Mixed with the check's own seed, so two checks of one student differ.
         gen = torch.Generator().manual_seed((variant.seed * 1_000_003 + self.seed) % 2**62)
         if self.variant_calls is not None:
@@ -217,6 +235,9 @@ def error_type_equal(*path: str) -> Compare:
         mine, theirs = _error_type(submitted), _error_type(expected)
         if mine == theirs:
             return None
+        # The submission's class name only when it is a builtin or torch one:
+        # a class it defines could carry any text (grader/feedback.py).
+        mine = None if mine is None else exception_name(str(mine))
         if theirs is None:
             return f"raised {mine}"
         return f"did not raise {theirs}" if mine is None else f"raised {mine} instead of {theirs}"
@@ -341,11 +362,12 @@ class CheckPlan:
 
     @classmethod
     def build(cls, checks: list[Check], variant: VariantLike | None = None,
-              figures: list[Figure] = ()) -> "CheckPlan":
+              figures: list[Figure] = (), seed: int | None = None) -> "CheckPlan":
+        """``seed``: a submission's inputs (grader/checks/inputs.py); None: each check's own."""
         plan = cls(checks)
         for check in sorted(checks, key=lambda c: c.run_rule is not None):  # stable: run rules' checks last
             start = len(plan.calls)
-            plan.calls += check.build_calls(variant)
+            plan.calls += check.build_calls(variant, seed)
             plan.slices[check.id] = slice(start, len(plan.calls))
         for figure in figures:
             if figure.check is None:
@@ -359,6 +381,10 @@ class CheckPlan:
             if calls.stop - calls.start != 1:
                 raise ValueError(f"figure {figure.name!r} draws from check {figure.check!r}, which makes "
                                  f"{calls.stop - calls.start} probe calls instead of one")
+            if seed is not None and not next(c for c in checks if c.id == figure.check).fixed_inputs:
+                # A figure shows its call's result: drawn on a submission's hidden inputs, it would show them.
+                raise ValueError(f"figure {figure.name!r} draws from check {figure.check!r}, whose inputs are "
+                                 "hidden and drawn per submission (give the check fixed_inputs=True)")
             plan.figures[figure.name] = (figure, calls.start)
         return plan
 

@@ -107,7 +107,7 @@ def _upstream(gen: torch.Generator, config: dict, pair: dict) -> torch.Tensor:
 
 # (batch, max_len, padded source, weight seed). The seeds were picked so that,
 # with the reference's weights, rows end at different steps, some never end
-# and some emit pad_idx before their end symbol (see tests/test_checks_transformer.py).
+# and some emit pad_idx before their end symbol (tests/test_checks_transformer.py): anchored.
 GREEDY_CASES = [(1, 7, False, 37), (5, 9, True, 24), (3, 2, False, 0), (6, 10, False, 21), (4, 8, True, 5)]
 
 
@@ -296,7 +296,7 @@ CHECKS = [
                      "prefix, pad_idx after the end symbol (batch 1 included)",
                      "greedy_decode：形状、dtype、起始符号；每个 token 是模型自身 forward 在其前缀上的 argmax；"
                      "结束符号之后为 pad_idx（含 batch 为 1）"),
-        calls=_greedy,
+        calls=_greedy, anchored=True,  # each submission's draws, then GREEDY_CASES as picked
         compare=all_of(plain_equal("shape", reason="wrong shape"), plain_equal("dtype", reason="wrong dtype"),
                        plain_equal("starts", reason="column 0 is not start_symbol"),
                        plain_equal("follows_argmax", reason="a token is not the argmax of the logits, "
@@ -367,7 +367,7 @@ CHECKS = [
                                      dict(COPY, figure_source=_FIGURE_SOURCE))],
         compare=_learns,
         pitfalls=("softmax-before-loss", "softmax-implicit-dim"),
-        seed=10,
+        seed=10, fixed_inputs=True,  # thresholds, on the public copy task's data (SECURITY.md)
     ),
     no_forbidden_calls("11", requires=("11-forward-logits",)),
 ]

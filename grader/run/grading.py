@@ -47,8 +47,10 @@ class Executor(Protocol):
     and hands each result back to the coordinating process, which records it."""
 
     def prepare(self, exercises: list[Exercise]) -> None:
-        """Have the references of these exercises computed once, before any
-        task's result is compared with them."""
+        """Have the references of these exercises on their fixed inputs
+        computed once, before any task's result is compared with them (each
+        submission's own inputs are the judge's to run the reference on:
+        grader/references.py)."""
 
     def grade(self, tasks: list[Task]) -> Iterator[tuple[Task, ExerciseResult]]:
         """Each task with its result, in the order they finish."""
@@ -187,7 +189,7 @@ def grade_class(course: Course, exercises: list[Exercise], submissions_dir: Path
     if executor is None:
         assert judge is not None, "grade_class needs a judge or an executor"
         executor = LocalExecutor(judge, workdir, jobs)
-    # References once, before any submission is compared with them.
+    # References on the fixed inputs once, before any submission is compared with them.
     executor.prepare(list({task.part.exercise.id: task.part.exercise for task in tasks}.values()))
     with settled_heap():
         for task, result in executor.grade(tasks):

@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from grader.run.deadlines import DeadlineInputError, assess_class, load_homework_times, unknown_students
+from grader.checks.inputs import GradingSecretError, HiddenInputs, load_grading_secret
 from grader.course import CourseError, load_course
 from grader.exams.records import exam_record_ids, recorded_exam_stats
 from grader.gradebook import Gradebook, GradebookError
@@ -79,6 +80,11 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
         return EXIT_BAD_INPUT
     limits = Limits.from_grading(course.grading, timeout_s=timeout, memory_mb=memory)
     root = course_path.resolve().parent
+    try:   # hidden inputs per submission (grader/checks/inputs.py)
+        inputs = HiddenInputs(load_grading_secret(root))
+    except GradingSecretError as exc:
+        console.print(str(exc), markup=False)
+        return EXIT_BAD_INPUT
     similarity = _SimilarityBesideGrading(course, exercises, root)
     try:
         with Gradebook(db) as gradebook, contextlib.ExitStack() as stack, \
@@ -86,7 +92,7 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
             if executor == "dask":  # the workers judge; this process only collects and records
                 from grader.scale.dask_executor import dask_executor
 
-                judge, runner = None, stack.enter_context(dask_executor(course_path, limits, scheduler))
+                judge, runner = None, stack.enter_context(dask_executor(course_path, limits, scheduler, inputs=inputs))
                 collected = collect(submissions, course, exercises, Path(workdir), root)
             else:
                 sandbox = stack.enter_context(Sandbox(limits))
@@ -95,7 +101,7 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
                 layers = stack.enter_context(ThreadPoolExecutor(1)).submit(sandbox.layers)
                 collected = collect(submissions, course, exercises, Path(workdir), root)
                 layers.result()
-                judge, runner = Judge(course, sandbox, root), None
+                judge, runner = Judge(course, sandbox, root, inputs), None
             if unknown := unknown_students(homework, {s.student for s in collected}):
                 console.print("\n".join(["error: --extensions/--timestamps name students with no submission:",
                                          *(f"  {visible(line, PROBLEM_CHARS)}" for line in unknown),

@@ -7,10 +7,15 @@ disk, only to the course files (``course.yaml``, ``solutions/``, the hidden
 checks) at the same path. Each worker process keeps one judge and one
 sandbox fork-server, created lazily by its first task (``_worker_judge``).
 
-The reference results and pitfall-variant results of an exercise are
-computed once, by one task, and shipped: every grading task of the exercise
-takes that task's future as an argument, so Dask moves the result to each
-worker that needs it (and recomputes it if every holder died).
+The reference results and pitfall-variant results of an exercise on its
+fixed inputs are computed once, by one task, and shipped: every grading task
+of the exercise takes that task's future as an argument, so Dask moves the
+result to each worker that needs it (and recomputes it if every holder
+died). Each submission's own hidden inputs (grader/checks/inputs.py) are
+drawn on the worker that grades it, from the grading secret the
+coordinator ships with the task, and the reference runs there on them
+(cached per input set by the worker's judge); the fixed results shipped
+serve the fixed checks' and figures' calls.
 
 Only the coordinating process writes the gradebook (``grade_class``): a
 worker lost mid-task is retried by Dask, and the gradebook's key makes a
@@ -27,19 +32,20 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from grader.checks.inputs import HiddenInputs
 from grader.course import Exercise, load_course
 from grader.run.grading import Task
 from grader.judge import ExerciseResult, Judge
 from grader.sandbox import Limits, RunResult, Sandbox
 
-_STATE: dict[tuple[str, Limits], tuple[Judge, Path]] = {}
+_STATE: dict[tuple[str, Limits, HiddenInputs | None], tuple[Judge, Path]] = {}
 _STATE_LOCK = threading.Lock()
 
 
-def _worker_judge(course_path: str, limits: Limits) -> tuple[Judge, Path]:
+def _worker_judge(course_path: str, limits: Limits, inputs: HiddenInputs | None = None) -> tuple[Judge, Path]:
     """This worker process's judge (one sandbox fork-server per process)."""
     with _STATE_LOCK:
-        if (course_path, limits) not in _STATE:
+        if (course_path, limits, inputs) not in _STATE:
             course = load_course(Path(course_path))
             sandbox = Sandbox(limits)
             workdir = Path(tempfile.mkdtemp(prefix="grader-worker-"))
@@ -47,8 +53,8 @@ def _worker_judge(course_path: str, limits: Limits) -> tuple[Judge, Path]:
             # killed one takes its fork-server along (PDEATHSIG) anyway.
             atexit.register(shutil.rmtree, workdir, True)
             atexit.register(sandbox.close)
-            _STATE[(course_path, limits)] = (Judge(course, sandbox, Path(course_path).parent), workdir)
-        return _STATE[(course_path, limits)]
+            _STATE[(course_path, limits, inputs)] = (Judge(course, sandbox, Path(course_path).parent, inputs), workdir)
+        return _STATE[(course_path, limits, inputs)]
 
 
 def reference_task(course_path: str, limits: Limits, exercise_id: str) -> tuple[RunResult, dict[str, RunResult]]:
@@ -59,10 +65,11 @@ def reference_task(course_path: str, limits: Limits, exercise_id: str) -> tuple[
 
 
 def grade_batch(course_path: str, limits: Limits, exercise_id: str, batch: list[dict[str, bytes] | None],
-                references: tuple[RunResult, dict[str, RunResult]]) -> list[ExerciseResult]:
+                references: tuple[RunResult, dict[str, RunResult]],
+                inputs: HiddenInputs | None = None) -> list[ExerciseResult]:
     """Grade a few submitted exercises, one after the other (each entry: its
-    prepared folder's files; None: not submitted)."""
-    judge, workdir = _worker_judge(course_path, limits)
+    prepared folder's files; None: not submitted), each on its own hidden inputs."""
+    judge, workdir = _worker_judge(course_path, limits, inputs)
     exercise = judge.course.exercise(exercise_id)
     judge.adopt_references(exercise, *references)
     return [_grade_files(judge, exercise, files, workdir) for files in batch]
@@ -102,8 +109,10 @@ class DaskExecutor:
     a worker lost mid-batch costs only that batch's rerun: its results are
     recorded when the batch comes back, so none is lost or recorded twice."""
 
-    def __init__(self, client, course_path: Path, limits: Limits, *, retries: int = 2, max_batch: int = 16):
+    def __init__(self, client, course_path: Path, limits: Limits, *, retries: int = 2, max_batch: int = 16,
+                 inputs: HiddenInputs | None = None):
         self.client = client
+        self.inputs = inputs
         self.course_path = str(Path(course_path).resolve())
         self.limits = limits
         self.retries = retries
@@ -127,7 +136,7 @@ class DaskExecutor:
             first = batch[0].key
             future = self.client.submit(
                 grade_batch, self.course_path, self.limits, first.exercise,
-                [_folder_files(task.part.folder) for task in batch], self._references[first.exercise],
+                [_folder_files(task.part.folder) for task in batch], self._references[first.exercise], self.inputs,
                 retries=self.retries, key=f"grade-{self._run}-{first.exercise}-{first.student}-{len(batch)}")
             futures[future] = batch
         for future in as_completed(futures):
@@ -148,15 +157,16 @@ class DaskExecutor:
 
 @contextmanager
 def dask_executor(course_path: Path, limits: Limits, scheduler: str | None = None,
-                  *, workers: int = 2) -> Iterator[DaskExecutor]:
+                  *, workers: int = 2, inputs: HiddenInputs | None = None) -> Iterator[DaskExecutor]:
     """A :class:`DaskExecutor` on the scheduler at ``scheduler``, or on a
-    ``LocalCluster`` of ``workers`` processes (one thread each) on loopback."""
+    ``LocalCluster`` of ``workers`` processes (one thread each) on loopback.
+    ``inputs``: the grading secret's hidden inputs (None: fixed inputs)."""
     from distributed import Client, LocalCluster
 
     if scheduler:
         with Client(scheduler) as client:
-            yield DaskExecutor(client, course_path, limits)
+            yield DaskExecutor(client, course_path, limits, inputs=inputs)
         return
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
                       dashboard_address=None) as cluster, Client(cluster) as client:
-        yield DaskExecutor(client, course_path, limits)
+        yield DaskExecutor(client, course_path, limits, inputs=inputs)

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import yaml
 
+from grader.checks.inputs import SECRET_FILE, load_grading_secret
 from grader.course import Course, Exercise
 from grader.feedback import beyond_status, status_text
 from grader.gradebook import Record
@@ -79,9 +80,9 @@ def _course_without_exams(path: Path) -> str:
     return yaml.safe_dump(data, allow_unicode=True, sort_keys=False)
 
 
-def _add(zf: zipfile.ZipFile, name: str, data: bytes, executable: bool = False) -> None:
+def _add(zf: zipfile.ZipFile, name: str, data: bytes, executable: bool = False, private: bool = False) -> None:
     info = zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0))
-    info.external_attr = ((0o755 if executable else 0o644) | stat.S_IFREG) << 16
+    info.external_attr = ((0o600 if private else 0o755 if executable else 0o644) | stat.S_IFREG) << 16
     info.compress_type = zipfile.ZIP_DEFLATED
     zf.writestr(info, data)
 
@@ -100,6 +101,9 @@ def write_gradescope_zip(course: Course, root: Path, out: Path, exercises: list[
         _add(zf, "requirements.txt", requirements().encode())
         _add(zf, "gradescope.json", json.dumps(config, indent=1).encode())
         _add(zf, "course.yaml", _course_without_exams(root / "course.yaml").encode())
+        # The grading secret that hidden inputs are drawn from (grader/checks/inputs.py):
+        # the zip is the instructor's, like solutions/; the sandbox hides both from the child.
+        _add(zf, SECRET_FILE, load_grading_secret(root) + b"\n", private=True)
         for carried in CARRIED:
             path = root / carried
             files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())

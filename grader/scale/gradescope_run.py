@@ -15,6 +15,7 @@ from pathlib import Path
 from grader.course import load_course
 from grader.gradebook import Gradebook
 from grader.run.grading import grade_class
+from grader.checks.inputs import HiddenInputs, load_grading_secret
 from grader.judge import Judge
 from grader.sandbox import Limits, Sandbox
 from grader.scale.gradescope import results_json
@@ -37,7 +38,8 @@ def grade_submission(root: Path) -> dict:
     with tempfile.TemporaryDirectory(prefix="gradescope-") as tmp:
         work = Path(tmp)
         with Gradebook(work / "grades.db") as gradebook, Sandbox(limits) as sandbox:
-            judge = Judge(course, sandbox, source.resolve())
+            # The zip's grading secret (write_gradescope_zip): each submission's own hidden inputs.
+            judge = Judge(course, sandbox, source.resolve(), HiddenInputs(load_grading_secret(source, create=False)))
             run = grade_class(course, exercises, work, gradebook, judge, work / "work", jobs=2,
                               root=source.resolve(), sources={STUDENT: root / "submission"}, bare_modules=True)
             records = [r for r in (gradebook.get(k) for k in run.keys) if r is not None]

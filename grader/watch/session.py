@@ -6,6 +6,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from grader.checks.inputs import GradingSecretError, HiddenInputs, load_grading_secret
 from grader.course import CourseError, load_course
 from grader.gradebook import Gradebook, GradebookError
 from grader.judge import GraderError, Judge
@@ -73,15 +74,21 @@ def run_watch(folder: Path | None, *, exchange: Path | None, nbgrader_course: st
     options = WatchOptions(per_hour=per_hour or course.watch.submissions_per_hour, jobs=jobs,
                            poll_s=course.watch.poll_s, once=once, feedback_dir=feedback_dir)
     root = course_path.resolve().parent
+    try:   # hidden inputs per submission (grader/checks/inputs.py)
+        inputs = HiddenInputs(load_grading_secret(root))
+    except GradingSecretError as exc:
+        err.write(f"{exc}\n")
+        return EXIT_BAD_INPUT
     try:
         with Gradebook(db) as gradebook, Sandbox(limits) as sandbox, \
                 tempfile.TemporaryDirectory(prefix="watch-") as workdir:
             state = WatchState(db)
-            judge = Judge(course, sandbox, root)
-            # Warm: the references and the pitfall variants, before the first
-            # student waits for them (a failing submission is compared with
-            # every variant: for 11, whose variants each train a copy task,
-            # that was ~15 s on the first failure).
+            judge = Judge(course, sandbox, root, inputs)
+            # Warm: the references and the pitfall variants on the fixed
+            # inputs, before the first student waits for them: each
+            # submission's own inputs take the fixed checks' results from
+            # them (for 11, whose variants each train a copy task, that was
+            # ~15 s on the first failure).
             for exercise in {e.id: e for e in watched}.values():
                 judge.expected(exercise, Path(workdir) / "judge")
                 judge.variant_results(exercise, Path(workdir) / "judge")
