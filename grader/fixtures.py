@@ -25,6 +25,7 @@ import torch
 from coursekit.fixtures import render
 from coursekit.loader import load_module
 from grader.course import REPO_ROOT, Course, load_course
+from grader.fixtures_layers import decoder_10, encoder_09
 from grader.intake.submissions import assemble
 
 Values = dict[str, torch.Tensor]
@@ -79,6 +80,8 @@ def gpt_12(reference: ModuleType, tests: ModuleType) -> Values:
 # name -> (exercise id, public test file, builder)
 FIXTURES: dict[str, tuple[str, str, Callable[[ModuleType, ModuleType], Values]]] = {
     "gpt_12": ("12", "test_gpt.py", gpt_12),
+    "encoder_09": ("09", "test_encoder.py", encoder_09),
+    "decoder_10": ("10", "test_decoder.py", decoder_10),
 }
 
 
