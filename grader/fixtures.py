@@ -97,7 +97,8 @@ def training_13(reference: ModuleType, tests: ModuleType) -> Values:
             found = probes.steps(reference, config, seed, batches, lr, clip)
             values[f"{key} losses"] = found["losses"]
             parameters(key, found["parameters"])
-            parameters(f"{key} accumulated", oracle.oracle_steps(config, seed, batches, lr, clip, accumulate=True)["parameters"])
+            accumulated = oracle.oracle_steps(config, seed, batches, lr, clip, accumulate=True)
+            parameters(f"{key} accumulated", accumulated["parameters"])
     values["estimate"] = probes.estimate(reference, *tests.estimate_case())["loss"]
     for case in tests.SAMPLE_CASES:
         vocab, context, seed, n, new, temperature, top_k = case
@@ -105,7 +106,8 @@ def training_13(reference: ModuleType, tests: ModuleType) -> Values:
         found = sampling.sample(reference, vocab, context, seed, idx, new, temperature, top_k)
         values[f"{key} out"], values[f"{key} probs"] = found["out"], found["probs"]
         values[f"{key} lengths"] = torch.tensor(found["lengths"])
-        values[f"{key} untempered probs"] = sampling.sample(reference, vocab, context, seed, idx, new, 1.0, None)["probs"]
+        untempered = sampling.sample(reference, vocab, context, seed, idx, new, 1.0, None)
+        values[f"{key} untempered probs"] = untempered["probs"]
     return values
 
 

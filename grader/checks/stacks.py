@@ -14,7 +14,8 @@ import torch
 
 from coursekit.compare import compare_tensors
 from grader import torch_oracles as oracles
-from grader.checks import ATTENTION_LAYER, Check, Compare, all_of, no_forbidden_calls, observing, plain_equal, requiring, tensors_close
+from grader.checks import (ATTENTION_LAYER, Check, Compare, all_of, no_forbidden_calls, observing, plain_equal, requiring,
+                           tensors_close)
 from grader.checks.devices import device_check, placement_call
 from grader.course import Text
 from grader.sandbox import ProbeCall
@@ -323,7 +324,8 @@ def stack_checks(kind: StackKind, table: list[Case]) -> list[Check]:
     requires = {c.id: (stack_core if c.stack or c.what == "device" else layer_core,)
                 for c in table if c.what in ("behaviour", "structure", "device")}
     checks = [_check(kind, case) for case in table]
-    checks.append(no_forbidden_calls(kind.exercise, requires=(first[("behaviour", False)],), kernels=(ATTENTION_LAYER,)))
+    checks.append(no_forbidden_calls(kind.exercise, requires=(first[("behaviour", False)],),
+                                     kernels=(ATTENTION_LAYER,)))
     # Every call recorded: PyTorch's attention layers (nn.MultiheadAttention,
     # nn.Transformer*Layer, however reached) cost the check; the fused
     # scaled_dot_product_attention the README allows does not (issue 36).
