@@ -2,9 +2,9 @@
 kit_oracle/ (``kNN-<exercise>-...``) is a student of one `grader grade` run
 of the exercises they name (with the references as a control) and gets the
 outcome kit_oracle/expected.yaml gives it: a GPT (12), encoder (09),
-decoder (10) or Transformer (11) that computes its values with the oracle
-the kit used to ship, with the grader's copy of it, or with PyTorch's own
-layers scores 0, and so does a right one that tampers with the result
+decoder (10), Transformer (11) or generate (13) that computes its values
+with the oracle the kit used to ship, with the grader's copy of it, or with
+PyTorch's own layers scores 0, and so does a right one that tampers with the result
 channel."""
 from __future__ import annotations
 
