@@ -25,6 +25,7 @@ import torch
 from coursekit.fixtures import render
 from coursekit.loader import load_module
 from grader.course import REPO_ROOT, Course, load_course
+from grader.fixtures_layers import decoder_10, encoder_09
 from grader.intake.submissions import assemble
 
 Values = dict[str, torch.Tensor]
@@ -76,9 +77,46 @@ def gpt_12(reference: ModuleType, tests: ModuleType) -> Values:
     return values
 
 
+@torch.no_grad()
+def training_13(reference: ModuleType, tests: ModuleType) -> Values:
+    """Exercise 13: the reference's losses and parameters after each
+    train_step, its estimate_loss, and what its generate feeds the model and
+    hands torch.multinomial, on the public inputs; the oracle's parameters
+    when the gradients are never cleared, for the diagnosis."""
+    from coursekit.probes import sampling
+    from coursekit.probes import training as probes
+    from grader import training_oracle as oracle
+
+    values: Values = {}
+
+    def parameters(key: str, after: list[dict[str, torch.Tensor]]) -> None:
+        values.update({f"{key} parameters {i} {name}": t for i, step in enumerate(after) for name, t in step.items()})
+
+    for key, (config, seed, batches, lr, clip) in tests.step_cases().items():
+        with torch.enable_grad():
+            found = probes.steps(reference, config, seed, batches, lr, clip)
+            values[f"{key} losses"] = found["losses"]
+            parameters(key, found["parameters"])
+            accumulated = oracle.oracle_steps(config, seed, batches, lr, clip, accumulate=True)
+            parameters(f"{key} accumulated", accumulated["parameters"])
+    values["estimate"] = probes.estimate(reference, *tests.estimate_case())["loss"]
+    for case in tests.SAMPLE_CASES:
+        vocab, context, seed, n, new, temperature, top_k = case
+        idx, key = tests.sample_prompt(vocab, seed, n), tests.sample_key(case)
+        found = sampling.sample(reference, vocab, context, seed, idx, new, temperature, top_k)
+        values[f"{key} out"], values[f"{key} probs"] = found["out"], found["probs"]
+        values[f"{key} lengths"] = torch.tensor(found["lengths"])
+        untempered = sampling.sample(reference, vocab, context, seed, idx, new, 1.0, None)
+        values[f"{key} untempered probs"] = untempered["probs"]
+    return values
+
+
 # name -> (exercise id, public test file, builder)
 FIXTURES: dict[str, tuple[str, str, Callable[[ModuleType, ModuleType], Values]]] = {
     "gpt_12": ("12", "test_gpt.py", gpt_12),
+    "encoder_09": ("09", "test_encoder.py", encoder_09),
+    "decoder_10": ("10", "test_decoder.py", decoder_10),
+    "training_13": ("13", "test_training.py", training_13),
 }
 
 

@@ -16,6 +16,7 @@ import torch
 from coursekit.loader import load_module
 from coursekit.probes import corpus, sampling
 from coursekit.probes import training as probes
+from grader import training_oracle as oracle
 from grader.checks import CheckPlan
 from grader.checks import training as checks
 from grader.course import REPO_ROOT, load_course
@@ -121,15 +122,15 @@ def test_the_oracles_are_the_reference(reference):
                for i in range(3)]
     config = {"vocab_size": 9, "context_length": 6, "d_model": 8}
     got = probes.steps(reference, config, 1, batches, lr=0.4, grad_clip=0.7)
-    want = probes.oracle_steps(config, 1, batches, lr=0.4, grad_clip=0.7)
+    want = oracle.oracle_steps(config, 1, batches, lr=0.4, grad_clip=0.7)
     assert torch.allclose(got["losses"], want["losses"], atol=1e-12)
     assert all(torch.allclose(a[k], b[k], atol=1e-12) for a, b in zip(got["parameters"], want["parameters"]) for k in b)
-    leftover = probes.oracle_steps(config, 1, batches, lr=0.4, grad_clip=0.7, accumulate=True)
+    leftover = oracle.oracle_steps(config, 1, batches, lr=0.4, grad_clip=0.7, accumulate=True)
     assert not torch.allclose(leftover["parameters"][-1]["head.weight"], want["parameters"][-1]["head.weight"])
     idx = torch.randint(0, 7, (2, 3), generator=torch.Generator().manual_seed(2))
     for temperature, top_k in ((1.0, None), (0.6, 2), (1.5, 6)):
         mine = sampling.sample(reference, 7, 4, 5, idx, 5, temperature, top_k)
-        theirs = sampling.oracle_sample(7, 4, 5, idx, 5, temperature, top_k)
+        theirs = oracle.oracle_sample(7, 4, 5, idx, 5, temperature, top_k)
         assert torch.equal(mine["out"], theirs["out"]) and mine["lengths"] == theirs["lengths"]
         assert torch.allclose(mine["probs"], theirs["probs"], atol=1e-6)
 

@@ -14,6 +14,7 @@ import torch
 from coursekit.loader import load_module
 from grader.checks import CheckPlan
 from grader.checks import transformer as checks
+from grader.checks.forbidden import unwrapped
 from grader.course import REPO_ROOT, load_course
 from grader.intake.submissions import assemble
 
@@ -167,11 +168,11 @@ def test_correct_solutions_written_differently_pass_every_check(source, referenc
 
 
 def test_hidden_inputs_cover_what_the_checks_claim():
-    forward = [c.kwargs for c in PLAN.calls[PLAN.slices["11-forward-logits"]]]
+    forward = [unwrapped(c).kwargs for c in PLAN.calls[PLAN.slices["11-forward-logits"]]]
     assert any(k["src"].size(0) == 1 for k in forward)
     assert any(k["src"].size(1) != k["tgt"].size(1) for k in forward)
     assert len({k["config"]["num_heads"] for k in forward}) >= 3
-    padded = [c.kwargs for c in PLAN.calls[PLAN.slices["11-padding"]]]
+    padded = [unwrapped(c).kwargs for c in PLAN.calls[PLAN.slices["11-padding"]]]
     assert sum(int((k["src"] == k["config"]["pad_idx"]).sum()) for k in padded) >= 10
     assert sum(int((k["tgt"] == k["config"]["pad_idx"]).sum()) for k in padded) >= 5
     assert any(k["config"]["pad_idx"] != 0 for k in padded)
@@ -181,7 +182,7 @@ def test_greedy_cases_end_at_different_steps(reference):
     from coursekit.probes.transformer import greedy_output
 
     steps = []
-    for call in PLAN.calls[PLAN.slices["11-greedy-decode"]]:
+    for call in map(unwrapped, PLAN.calls[PLAN.slices["11-greedy-decode"]]):
         tokens = greedy_output(reference, **call.kwargs)["tokens"]
         for row in tokens[:, 1:]:
             ends = (row == call.kwargs["end_symbol"]).nonzero()

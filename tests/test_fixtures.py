@@ -28,7 +28,17 @@ def test_a_mistake_s_stored_values_differ_from_the_right_ones():
         assert not torch.allclose(stored[key], right, atol=1e-5), key
 
 
-def test_the_student_kit_has_no_gpt_oracle():
-    from coursekit.probes import gpt
+def test_a_forgotten_zero_grad_s_stored_parameters_differ_from_the_right_ones():
+    stored = load("training_13")
+    right, wrong = stored["steps parameters 2 head.weight"], stored["steps accumulated parameters 2 head.weight"]
+    assert not torch.allclose(right, wrong, atol=1e-6)
 
-    assert not [name for name in vars(gpt) if "oracle" in name or name == "torch_block"]
+
+def test_the_student_kit_has_no_oracle():
+    import importlib.util
+
+    from coursekit.probes import gpt, sampling, training
+
+    for module in (gpt, sampling, training):
+        assert not [name for name in vars(module) if "oracle" in name or name == "torch_block"], module.__name__
+    assert importlib.util.find_spec("coursekit.probes.torch_oracles") is None

@@ -182,13 +182,18 @@ def test_the_released_tree_runs_training_tests_only_with_train(released, tmp_pat
 
 def test_the_kit_ships_stored_values_and_no_oracle(released, tmp_path):
     """Issue 36: the student kit holds no function that computes a graded
-    answer (exercise 12's PyTorch oracle stays in grader/); the public tests
+    answer (the oracles of 09-10, 12 and 13 stay in grader/); the public tests
     read stored values, which ship in coursekit and load in the released tree."""
     kit = released / "coursekit"
-    assert (kit / "fixtures" / "gpt_12.py").is_file()
+    for name in ("gpt_12", "encoder_09", "decoder_10", "training_13"):
+        assert (kit / "fixtures" / f"{name}.py").is_file(), name
+    assert not (kit / "probes" / "torch_oracles.py").exists()
+    oracles = ("oracle_logits", "oracle_block", "torch_block", "torch_encoder_layer", "torch_decoder_layer",
+               "run_encoder_layers", "run_decoder_layers", "oracle_steps", "oracle_estimate", "oracle_probs",
+               "oracle_sample")
     defined = [f"{p.relative_to(kit)}: {line.strip()}" for p in kit.rglob("*.py")
                for line in p.read_text(encoding="utf-8").splitlines()
-               if line.startswith("def ") and any(n in line for n in ("oracle_logits", "oracle_block", "torch_block"))]
+               if line.lstrip().startswith("def ") and any(f"def {n}(" in line for n in oracles)]
     assert defined == []
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "COURSE_YAML")}
     done = subprocess.run([sys.executable, "-c", "from coursekit.fixtures import load; print(len(load('gpt_12')))"],

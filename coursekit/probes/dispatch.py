@@ -48,6 +48,11 @@ _PROBE_NAME = re.compile(r"^coursekit\.probes(\.[A-Za-z_][A-Za-z0-9_]*)+:[A-Za-z
 # name (``aten::_softmax.default`` -> ``_softmax``).
 SOFTMAX = "softmax"
 FUSED_ATTENTION = "fused attention"
+# PyTorch's whole attention layers (nn.MultiheadAttention through
+# F.multi_head_attention_forward, its fused fast path, nn.Transformer*Layer's
+# fast paths), without scaled_dot_product_attention: what 09-11 forbid while
+# allowing the fused attention kernel itself.
+ATTENTION_LAYER = "attention layer"
 _FAMILIES = {
     # softmax, _softmax, log_softmax, _log_softmax, _safe_softmax,
     # special_softmax, _masked_softmax, their backward kernels, sparse ones.
@@ -57,6 +62,7 @@ _FAMILIES = {
     FUSED_ATTENTION: re.compile(
         r"scaled_dot_product|_fused_sdp|flash_attention|efficient_attention|cudnn_attention"
         r"|multi_head_attention|_transformer_encoder_layer|scaled_dot_attention"),
+    ATTENTION_LAYER: re.compile(r"multi_head_attention|_transformer_encoder_layer|_transformer_decoder"),
 }
 
 
@@ -213,9 +219,9 @@ def recorded(module: ModuleType, probe: str, cases: list[dict], python_dispatch:
 
 
 def canary(module: ModuleType) -> None:
-    """Run a built-in softmax and a fused attention on fixed inputs,
-    ignoring ``module``. Recorded like the student's calls, it must show
-    both kernel families: a recorder that was switched off, replaced or
+    """Run a built-in softmax, a fused attention and PyTorch's attention
+    layer's function on fixed inputs, ignoring ``module``. Recorded like the
+    student's calls, it must show every kernel family: a recorder that was switched off, replaced or
     taught to leave softmax out would not."""
     x = torch.arange(6, dtype=torch.float32).reshape(1, 2, 3)
     # One thread: a module that used up the process's threads (a thread
@@ -225,6 +231,11 @@ def canary(module: ModuleType) -> None:
     try:
         torch.softmax(x, dim=-1)
         torch.nn.functional.scaled_dot_product_attention(x, x, x)
+        # PyTorch's attention layer's own path (labelled above): one head, no mask.
+        weight, bias = torch.eye(3).repeat(3, 1), torch.zeros(9)
+        torch.nn.functional.multi_head_attention_forward(x.transpose(0, 1), x.transpose(0, 1), x.transpose(0, 1), 3, 1,
+                                                         weight, bias, None, None, False, 0.0, torch.eye(3),
+                                                         torch.zeros(3), need_weights=False)
     finally:
         torch.set_num_threads(threads)
 

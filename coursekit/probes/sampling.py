@@ -16,7 +16,6 @@ from __future__ import annotations
 from types import ModuleType
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -115,33 +114,3 @@ def sample(module: ModuleType, vocab_size: int, context_length: int, seed: int, 
             "draws": len(watch.probs), "lengths": [s["length"] for s in model.seen],
             "training": sorted({s["training"] for s in model.seen}), "grad": sorted({s["grad"] for s in model.seen}),
             "idx_unchanged": bool(torch.equal(idx, before)), "idx_after": idx.clone()}
-
-
-# --- what the contract asks, written out (the public tests' oracle) -------------
-
-def oracle_probs(logits: torch.Tensor, temperature: float, top_k: int | None) -> torch.Tensor:
-    """The distribution of the next token from the last position's logits
-    ``(b, vocab_size)``."""
-    logits = logits.to(torch.float64) / temperature
-    if top_k is not None:
-        kth = torch.topk(logits, top_k, dim=-1).values[:, -1:]
-        logits = logits.masked_fill(logits < kth, float("-inf"))
-    return F.softmax(logits, dim=-1)
-
-
-@torch.no_grad()
-def oracle_sample(vocab_size: int, context_length: int, seed: int, idx: torch.Tensor, max_new_tokens: int,
-                  temperature: float, top_k: int | None) -> dict:
-    """What :func:`sample` finds for a correct ``generate``."""
-    model = ScriptedLM(vocab_size, context_length, seed).eval()
-    quantiles = torch.rand(97, generator=torch.Generator().manual_seed(seed + 1)).mul(0.9).add(0.05).tolist()
-    probs_seen, lengths = [], []
-    for step in range(max_new_tokens):
-        window = idx[:, -context_length:]
-        lengths.append(window.size(1))
-        probs = oracle_probs(model(window)[:, -1, :], temperature, top_k)
-        probs_seen.append(probs)
-        u = quantiles[step % len(quantiles)]
-        token = (probs.cumsum(-1) < u).sum(-1).clamp(max=vocab_size - 1)
-        idx = torch.cat([idx, token[:, None]], dim=1)
-    return {"out": idx, "probs": torch.cat(probs_seen), "lengths": lengths}

@@ -5,7 +5,7 @@ weights, run it, and report what happened as plain data.
 ``module`` is the student's Python module, ``cls`` the class name in it
 (``"EncoderLayer"``, ``"Decoder"``, ...), ``config`` its constructor's
 keyword arguments, ``weights`` a state_dict in the course's names (see
-:mod:`coursekit.probes.torch_oracles`), ``args`` the positional arguments
+the public tests' stored weights), ``args`` the positional arguments
 of ``forward`` (tensors or None).
 """
 from __future__ import annotations

@@ -162,25 +162,6 @@ def steps(module: ModuleType, config: dict, seed: int, batches: list, lr: float,
             "grad": [seen["grad"] for seen in model.seen]}
 
 
-def oracle_steps(config: dict, seed: int, batches: list, lr: float, grad_clip: float,
-                 accumulate: bool = False) -> dict:
-    """What :func:`steps` finds for a correct ``train_step``; with
-    ``accumulate``, for one that never clears the gradients."""
-    model = probe_model(config, seed).train()
-    optimiser = torch.optim.SGD(model.parameters(), lr=lr)
-    losses, after = [], []
-    for x, y in batches:
-        if not accumulate:
-            optimiser.zero_grad()
-        value = F.cross_entropy(model(x).flatten(0, 1), y.flatten())
-        value.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
-        optimiser.step()
-        losses.append(value.item())
-        after.append(_parameters(model))
-    return {"losses": _values(losses), "parameters": after}
-
-
 # --- estimate_loss -------------------------------------------------------------
 
 def estimate(module: ModuleType, config: dict, seed: int, batches: list) -> dict:
@@ -192,13 +173,6 @@ def estimate(module: ModuleType, config: dict, seed: int, batches: list) -> dict
     value = module.estimate_loss(model, batches)
     return {"loss": _values([value]), "training": [seen["training"] for seen in model.seen],
             "grad": [seen["grad"] for seen in model.seen]}
-
-
-@torch.no_grad()
-def oracle_estimate(config: dict, seed: int, batches: list) -> float:
-    """What a correct ``estimate_loss`` returns in :func:`estimate`."""
-    model = probe_model(config, seed).eval()
-    return sum(F.cross_entropy(model(x).flatten(0, 1), y.flatten()).item() for x, y in batches) / len(batches)
 
 
 # --- train ---------------------------------------------------------------------

@@ -1,14 +1,17 @@
 """Public tests for exercise 09. Run: pytest exercises/09_encoder
 
-The oracle is PyTorch's own nn.TransformerEncoderLayer (post-norm,
-batch-first, ReLU, no dropout) with random weights, LayerNorms included;
-the same weights, renamed, are loaded into your layer.
+Your layer gets the weights of PyTorch's own nn.TransformerEncoderLayer
+(post-norm, batch-first, ReLU, no dropout) with random weights, LayerNorms
+included, renamed; its outputs are compared with stored values: what the
+reference (and nn.TransformerEncoderLayer) gives on these inputs.
 """
+import functools
+
 import pytest
 import torch
 
 from coursekit import expect
-from coursekit.probes import torch_oracles as oracles
+from coursekit.fixtures import load as load_fixture
 from coursekit.probes.encoder import (
     encoder_float64,
     encoder_layer_gradients,
@@ -24,6 +27,48 @@ SIZES = [  # (d_model, num_heads, d_ff)
     (8, 2, 16),
     (12, 3, 20),
 ]
+
+
+# The public inputs (grader/fixtures_layers.py stores their weights and the
+# reference's outputs: keep both in step). Weights: key -> (sizes, seeds of
+# PyTorch's layers, one per layer, whether the sublayers output zeros).
+WEIGHTS = {
+    "8 2 16": ((8, 2, 16), (8,), False),
+    "12 3 20": ((12, 3, 20), (12,), False),
+    "seed 2": ((8, 2, 16), (2,), False),
+    "residual": ((8, 2, 16), (3,), True),
+    "seed 4": ((8, 2, 16), (4,), False),
+    "seed 5": ((8, 2, 16), (5,), False),
+    "stack": ((8, 2, 16), (10, 11, 12), False),
+}
+
+
+@functools.cache
+def stored() -> dict[str, torch.Tensor]:
+    """The stored values, by key (read on first use)."""
+    return load_fixture("encoder_09")
+
+
+def weights(key: str) -> dict[str, torch.Tensor]:
+    """The stored weights ``key``, in the contract's parameter names."""
+    prefix = f"weights {key} "
+    return {name[len(prefix):]: t for name, t in stored().items() if name.startswith(prefix)}
+
+
+def output_cases() -> dict[str, tuple]:
+    """Output case -> (class, config, weights key, forward arguments)."""
+    cases = {}
+    for d_model, num_heads, d_ff in SIZES:
+        x, padding = make_inputs(seed=1, lengths=(6, 4, 2), d_model=d_model)
+        config = {"d_model": d_model, "num_heads": num_heads, "d_ff": d_ff}
+        cases[f"{d_model} {num_heads} {d_ff} padding"] = ("EncoderLayer", config, f"{d_model} {num_heads} {d_ff}",
+                                                          [x, padding[:, None, :]])
+    cases["no mask"] = ("EncoderLayer", LAYER, "seed 2", [make_inputs(seed=2)[0], None])
+    x, padding = make_inputs(seed=3)
+    cases["residual"] = ("EncoderLayer", LAYER, "residual", [x, padding[:, None, :]])
+    x, padding = make_inputs(seed=9, lengths=(4, 6))
+    cases["encoder"] = ("Encoder", {"num_layers": 3, **LAYER}, "stack", [x, padding[:, None, :]])
+    return cases
 
 
 def make_inputs(seed: int, lengths: tuple[int, ...] = (5, 3), d_model: int = 8):
@@ -76,19 +121,17 @@ def test_layer_has_the_contract_submodules(student):
                 expected="two separate nn.LayerNorm objects, each with its own weight and bias",
                 actual="one object under the names " + "; ".join(" = ".join(names) for names in shared),
                 pitfalls=["shared-layernorm"])
-    reference_count = sum(p.numel() for p in oracles.torch_encoder_layer(**LAYER).parameters())
+    reference_count = sum(t.numel() for t in weights("8 2 16").values())
     expect.equal(info["parameter_count"], reference_count,
                  what="number of parameters of EncoderLayer(8, 2, 16) (nn.TransformerEncoderLayer has as many)")
 
 
 @pytest.mark.parametrize("d_model,num_heads,d_ff", SIZES)
 def test_layer_matches_torch_with_padding(student, d_model, num_heads, d_ff):
-    oracle = oracles.torch_encoder_layer(d_model, num_heads, d_ff, seed=d_model)
-    x, padding = make_inputs(seed=1, lengths=(6, 4, 2), d_model=d_model)
-    expected = oracles.run_encoder_layers([oracle], x, padding[:, None, :])
-    config = {"d_model": d_model, "num_heads": num_heads, "d_ff": d_ff}
-    result = encoder_layer_output(student, config, oracles.encoder_layer_to_course(oracle.state_dict()),
-                                  x, padding[:, None, :])
+    key = f"{d_model} {num_heads} {d_ff} padding"
+    _, config, weights_key, (x, mask) = output_cases()[key]
+    expected = stored()[f"output {key}"]
+    result = encoder_layer_output(student, config, weights(weights_key), x, mask)
     expect_weights_fit(result["load"], f"EncoderLayer({d_model}, {num_heads}, {d_ff})")
     expect.close(result["output"], expected, atol=1e-5,
                  what=f"EncoderLayer({d_model}, {num_heads}, {d_ff}) vs nn.TransformerEncoderLayer, "
@@ -98,11 +141,10 @@ def test_layer_matches_torch_with_padding(student, d_model, num_heads, d_ff):
 
 
 def test_layer_matches_torch_without_mask(student):
-    oracle = oracles.torch_encoder_layer(**LAYER, seed=2)
-    x, _ = make_inputs(seed=2)
-    result = encoder_layer_output(student, LAYER, oracles.encoder_layer_to_course(oracle.state_dict()), x, None)
+    _, _, weights_key, (x, _) = output_cases()["no mask"]
+    result = encoder_layer_output(student, LAYER, weights(weights_key), x, None)
     expect_weights_fit(result["load"], "EncoderLayer(8, 2, 16)")
-    expect.close(result["output"], oracles.run_encoder_layers([oracle], x), atol=1e-5,
+    expect.close(result["output"], stored()["output no mask"], atol=1e-5,
                  what="EncoderLayer(8, 2, 16) vs nn.TransformerEncoderLayer, mask=None")
 
 
@@ -110,24 +152,22 @@ def test_residual_connections(student):
     # Zero the last linear map of both sublayers: each sublayer now outputs 0,
     # and all that is left is the residual path, norm2(norm1(x + 0) + 0).
     # Both LayerNorms get the same values, so only the residuals matter here.
-    oracle = oracles.tie_norms_(oracles.silence_sublayers_(oracles.torch_encoder_layer(**LAYER, seed=3)))
-    x, padding = make_inputs(seed=3)
-    result = encoder_layer_output(student, LAYER, oracles.encoder_layer_to_course(oracle.state_dict()),
-                                  x, padding[:, None, :])
+    _, _, weights_key, (x, mask) = output_cases()["residual"]
+    result = encoder_layer_output(student, LAYER, weights(weights_key), x, mask)
     expect_weights_fit(result["load"], "EncoderLayer(8, 2, 16)")
-    expect.close(result["output"], oracles.run_encoder_layers([oracle], x, padding[:, None, :]), atol=1e-5,
+    expect.close(result["output"], stored()["output residual"], atol=1e-5,
                  what="EncoderLayer whose sublayers output zeros: the residual path norm2(norm1(x))",
                  pitfalls=["residual-missing"])
 
 
 def test_padded_positions_do_not_change_the_others(student):
-    weights = oracles.encoder_layer_to_course(oracles.torch_encoder_layer(**LAYER, seed=4).state_dict())
+    layer_weights = weights("seed 4")
     x, padding = make_inputs(seed=4, lengths=(5, 2))
     noise = torch.randn(x.shape, generator=torch.Generator().manual_seed(40))
     x_other = torch.where(padding[..., None], noise, x)  # other values at padded positions only
     mask = padding[:, None, :]
-    first = encoder_layer_output(student, LAYER, weights, x, mask)["output"]
-    second = encoder_layer_output(student, LAYER, weights, x_other, mask)["output"]
+    first = encoder_layer_output(student, LAYER, layer_weights, x, mask)["output"]
+    second = encoder_layer_output(student, LAYER, layer_weights, x_other, mask)["output"]
     real = ~padding
     expect.close(second[real], first[real], atol=1e-5,
                  what="outputs at real positions when only the padded positions of x change "
@@ -135,10 +175,9 @@ def test_padded_positions_do_not_change_the_others(student):
 
 
 def test_gradients_reach_every_parameter(student):
-    weights = oracles.encoder_layer_to_course(oracles.torch_encoder_layer(**LAYER, seed=5).state_dict())
     x, padding = make_inputs(seed=5)
     upstream = torch.randn(x.shape, generator=torch.Generator().manual_seed(50))
-    result = encoder_layer_gradients(student, LAYER, weights, x, padding[:, None, :], upstream)
+    result = encoder_layer_gradients(student, LAYER, weights("seed 5"), x, padding[:, None, :], upstream)
     missing = [name for name, got in result["parameters"].items() if not got]
     shared = any(part.startswith("norm") for name in missing for part in name.split("."))
     expect.gradients_reach_all(result["parameters"], what="gradients of EncoderLayer's parameters",
@@ -180,11 +219,9 @@ def test_encoder_layers_are_registered(student):
 
 
 def test_encoder_matches_stacked_torch_layers(student):
-    torch_layers = [oracles.torch_encoder_layer(**LAYER, seed=10 + i) for i in range(3)]
-    x, padding = make_inputs(seed=9, lengths=(4, 6))
-    expected = oracles.run_encoder_layers(torch_layers, x, padding[:, None, :])
-    result = encoder_output(student, {"num_layers": 3, **LAYER}, oracles.stack_to_course(torch_layers),
-                            x, padding[:, None, :])
+    _, config, weights_key, (x, mask) = output_cases()["encoder"]
+    expected = stored()["output encoder"]
+    result = encoder_output(student, config, weights(weights_key), x, mask)
     expect_weights_fit(result["load"], "Encoder(3, 8, 2, 16)")
     expect.close(result["output"], expected, atol=2e-5,
                  what="Encoder(3, 8, 2, 16) vs three nn.TransformerEncoderLayer applied in turn, with padding")

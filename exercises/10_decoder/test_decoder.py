@@ -1,15 +1,19 @@
 """Public tests for exercise 10. Run: pytest exercises/10_decoder
 
-The oracle is PyTorch's own nn.TransformerDecoderLayer (post-norm,
-batch-first, ReLU, no dropout; its `multihead_attn` is the cross-attention)
-with random weights, LayerNorms included; the same weights, renamed, are
-loaded into your layer. Target and source lengths differ on purpose.
+Your layer gets the weights of PyTorch's own nn.TransformerDecoderLayer
+(post-norm, batch-first, ReLU, no dropout; its `multihead_attn` is the
+cross-attention) with random weights, LayerNorms included, renamed; its
+outputs are compared with stored values: what the reference (and
+nn.TransformerDecoderLayer) gives on these inputs. Target and source lengths
+differ on purpose.
 """
+import functools
+
 import pytest
 import torch
 
 from coursekit import expect
-from coursekit.probes import torch_oracles as oracles
+from coursekit.fixtures import load as load_fixture
 from coursekit.probes.decoder import (
     decoder_float64,
     decoder_layer_gradients,
@@ -44,9 +48,48 @@ def make_inputs(seed: int, tgt_lengths=(4, 4), src_lengths=(6, 3), d_model: int 
     return x, memory, tgt_pad, src_pad
 
 
-def layer_weights(seed: int, **sizes) -> tuple:
-    oracle = oracles.torch_decoder_layer(**(sizes or LAYER), seed=seed)
-    return oracle, oracles.decoder_layer_to_course(oracle.state_dict())
+# The public inputs (grader/fixtures_layers.py stores their weights and the
+# reference's outputs: keep both in step). Weights: key -> (sizes, seeds of
+# PyTorch's layers, one per layer, whether the sublayers output zeros).
+WEIGHTS = {
+    "8 2 16": ((8, 2, 16), (8,), False),
+    "12 3 20": ((12, 3, 20), (12,), False),
+    **{f"seed {seed}": ((8, 2, 16), (seed,), False) for seed in (2, 3, 5, 6, 7)},
+    "residual": ((8, 2, 16), (4,), True),
+    "stack": ((8, 2, 16), (10, 11, 12), False),
+}
+
+
+@functools.cache
+def stored() -> dict[str, torch.Tensor]:
+    """The stored values, by key (read on first use)."""
+    return load_fixture("decoder_10")
+
+
+def weights(key: str) -> dict[str, torch.Tensor]:
+    """The stored weights ``key``, in the contract's parameter names."""
+    prefix = f"weights {key} "
+    return {name[len(prefix):]: t for name, t in stored().items() if name.startswith(prefix)}
+
+
+def output_cases() -> dict[str, tuple]:
+    """Output case -> (class, config, weights key, forward arguments)."""
+    cases = {}
+    for d_model, num_heads, d_ff in SIZES:
+        x, memory, _, src_pad = make_inputs(seed=1, tgt_lengths=(5, 5, 5), src_lengths=(7, 4, 2), d_model=d_model)
+        config, key = {"d_model": d_model, "num_heads": num_heads, "d_ff": d_ff}, f"{d_model} {num_heads} {d_ff}"
+        cases[f"{key} causal"] = ("DecoderLayer", config, key, [x, memory, causal(5), src_pad[:, None, :]])
+    x, memory, tgt_pad, src_pad = make_inputs(seed=2, tgt_lengths=(3, 5), src_lengths=(6, 4))
+    cases["target padding"] = ("DecoderLayer", LAYER, "seed 2",  # tgt_mask (2, 5, 5): no future, no padding
+                               [x, memory, causal(5) | tgt_pad[:, None, :], src_pad[:, None, :]])
+    x, memory, _, _ = make_inputs(seed=3)
+    cases["no masks"] = ("DecoderLayer", LAYER, "seed 3", [x, memory, None, None])
+    x, memory, _, src_pad = make_inputs(seed=4)
+    cases["residual"] = ("DecoderLayer", LAYER, "residual", [x, memory, causal(4), src_pad[:, None, :]])
+    x, memory, tgt_pad, src_pad = make_inputs(seed=11, tgt_lengths=(5, 3), src_lengths=(4, 7))
+    cases["decoder"] = ("Decoder", {"num_layers": 3, **LAYER}, "stack",
+                        [x, memory, causal(5) | tgt_pad[:, None, :], src_pad[:, None, :]])
+    return cases
 
 
 def expect_weights_fit(load: dict, what: str) -> None:
@@ -98,19 +141,17 @@ def test_layer_has_the_contract_submodules(student):
     expect.that(not info["aliases"], what="self_attn and cross_attn",
                 expected="two separate MultiHeadedAttention objects, each with its own weights",
                 actual="one object under the names " + "; ".join(" = ".join(names) for names in info["aliases"]))
-    reference_count = sum(p.numel() for p in oracles.torch_decoder_layer(**LAYER).parameters())
+    reference_count = sum(t.numel() for t in weights("8 2 16").values())
     expect.equal(info["parameter_count"], reference_count,
                  what="number of parameters of DecoderLayer(8, 2, 16) (nn.TransformerDecoderLayer has as many)")
 
 
 @pytest.mark.parametrize("d_model,num_heads,d_ff", SIZES)
 def test_layer_matches_torch_causal_and_memory_padding(student, d_model, num_heads, d_ff):
-    oracle, weights = layer_weights(seed=d_model, d_model=d_model, num_heads=num_heads, d_ff=d_ff)
-    x, memory, _, src_pad = make_inputs(seed=1, tgt_lengths=(5, 5, 5), src_lengths=(7, 4, 2), d_model=d_model)
-    tgt_mask, memory_mask = causal(5), src_pad[:, None, :]
-    expected = oracles.run_decoder_layers([oracle], x, memory, tgt_mask, memory_mask)
-    config = {"d_model": d_model, "num_heads": num_heads, "d_ff": d_ff}
-    result = decoder_layer_output(student, config, weights, x, memory, tgt_mask, memory_mask)
+    key = f"{d_model} {num_heads} {d_ff} causal"
+    _, config, weights_key, args = output_cases()[key]
+    expected = stored()[f"output {key}"]
+    result = decoder_layer_output(student, config, weights(weights_key), *args)
     expect_weights_fit(result["load"], f"DecoderLayer({d_model}, {num_heads}, {d_ff})")
     expect.close(result["output"], expected, atol=1e-5,
                  what=f"DecoderLayer({d_model}, {num_heads}, {d_ff}) vs nn.TransformerDecoderLayer: x (3, 5, {d_model}), "
@@ -120,23 +161,18 @@ def test_layer_matches_torch_causal_and_memory_padding(student, d_model, num_hea
 
 
 def test_layer_matches_torch_with_target_padding(student):
-    oracle, weights = layer_weights(seed=2)
-    x, memory, tgt_pad, src_pad = make_inputs(seed=2, tgt_lengths=(3, 5), src_lengths=(6, 4))
-    tgt_mask = causal(5) | tgt_pad[:, None, :]  # (2, 5, 5): no future, no padding
-    memory_mask = src_pad[:, None, :]
-    expected = oracles.run_decoder_layers([oracle], x, memory, tgt_mask, memory_mask)
-    result = decoder_layer_output(student, LAYER, weights, x, memory, tgt_mask, memory_mask)
+    _, _, weights_key, args = output_cases()["target padding"]
+    result = decoder_layer_output(student, LAYER, weights(weights_key), *args)
     expect_weights_fit(result["load"], "DecoderLayer(8, 2, 16)")
-    expect.close(result["output"], expected, atol=1e-5,
+    expect.close(result["output"], stored()["output target padding"], atol=1e-5,
                  what="DecoderLayer(8, 2, 16) vs nn.TransformerDecoderLayer, tgt_mask (2, 5, 5) = causal | target padding")
 
 
 def test_layer_matches_torch_without_masks(student):
-    oracle, weights = layer_weights(seed=3)
-    x, memory, _, _ = make_inputs(seed=3)
-    result = decoder_layer_output(student, LAYER, weights, x, memory)
+    _, _, weights_key, (x, memory, _, _) = output_cases()["no masks"]
+    result = decoder_layer_output(student, LAYER, weights(weights_key), x, memory)
     expect_weights_fit(result["load"], "DecoderLayer(8, 2, 16)")
-    expect.close(result["output"], oracles.run_decoder_layers([oracle], x, memory), atol=1e-5,
+    expect.close(result["output"], stored()["output no masks"], atol=1e-5,
                  what="DecoderLayer(8, 2, 16) vs nn.TransformerDecoderLayer, no masks")
 
 
@@ -144,46 +180,43 @@ def test_residual_connections(student):
     # Zero the last linear map of all three sublayers: each outputs 0, and all
     # that is left is the residual path norm3(norm2(norm1(x))). The three
     # LayerNorms get the same values, so only the residuals matter here.
-    oracle = oracles.tie_norms_(oracles.silence_sublayers_(oracles.torch_decoder_layer(**LAYER, seed=4)))
-    x, memory, _, src_pad = make_inputs(seed=4)
-    tgt_mask, memory_mask = causal(4), src_pad[:, None, :]
-    result = decoder_layer_output(student, LAYER, oracles.decoder_layer_to_course(oracle.state_dict()),
-                                  x, memory, tgt_mask, memory_mask)
+    _, _, weights_key, args = output_cases()["residual"]
+    result = decoder_layer_output(student, LAYER, weights(weights_key), *args)
     expect_weights_fit(result["load"], "DecoderLayer(8, 2, 16)")
-    expect.close(result["output"], oracles.run_decoder_layers([oracle], x, memory, tgt_mask, memory_mask), atol=1e-5,
+    expect.close(result["output"], stored()["output residual"], atol=1e-5,
                  what="DecoderLayer whose sublayers output zeros: the residual path norm3(norm2(norm1(x)))",
                  pitfalls=["residual-missing"])
 
 
 def test_future_targets_do_not_change_earlier_positions(student):
-    _, weights = layer_weights(seed=5)
+    layer_weights = weights("seed 5")
     x, memory, _, src_pad = make_inputs(seed=5, tgt_lengths=(6, 6), src_lengths=(5, 3))
     x_other = x.clone()
     x_other[:, 3:] = torch.randn(2, 3, 8, generator=torch.Generator().manual_seed(50))  # change positions 3..5
     args = (causal(6), src_pad[:, None, :])
-    first = decoder_layer_output(student, LAYER, weights, x, memory, *args)["output"]
-    second = decoder_layer_output(student, LAYER, weights, x_other, memory, *args)["output"]
+    first = decoder_layer_output(student, LAYER, layer_weights, x, memory, *args)["output"]
+    second = decoder_layer_output(student, LAYER, layer_weights, x_other, memory, *args)["output"]
     expect.close(second[:, :3], first[:, :3], atol=1e-5,
                  what="outputs at positions 0-2 when only target positions 3-5 change (tgt_mask must reach self_attn)")
 
 
 def test_padded_memory_positions_are_ignored(student):
-    _, weights = layer_weights(seed=6)
+    layer_weights = weights("seed 6")
     x, memory, _, src_pad = make_inputs(seed=6, src_lengths=(6, 2))
     noise = torch.randn(memory.shape, generator=torch.Generator().manual_seed(60))
     memory_other = torch.where(src_pad[..., None], noise, memory)  # other values at padded sources only
     args = (causal(4), src_pad[:, None, :])
-    first = decoder_layer_output(student, LAYER, weights, x, memory, *args)["output"]
-    second = decoder_layer_output(student, LAYER, weights, x, memory_other, *args)["output"]
+    first = decoder_layer_output(student, LAYER, layer_weights, x, memory, *args)["output"]
+    second = decoder_layer_output(student, LAYER, layer_weights, x, memory_other, *args)["output"]
     expect.close(second, first, atol=1e-5,
                  what="outputs when only padded memory positions change (memory_mask must reach cross_attn)")
 
 
 def test_gradients_reach_every_parameter_and_memory(student):
-    _, weights = layer_weights(seed=7)
+    layer_weights = weights("seed 7")
     x, memory, _, src_pad = make_inputs(seed=7)
     upstream = torch.randn(x.shape, generator=torch.Generator().manual_seed(70))
-    result = decoder_layer_gradients(student, LAYER, weights, x, memory, causal(4), src_pad[:, None, :], upstream)
+    result = decoder_layer_gradients(student, LAYER, layer_weights, x, memory, causal(4), src_pad[:, None, :], upstream)
     missing = [name for name, got in result["parameters"].items() if not got]
     shared = any(part.startswith("norm") for name in missing for part in name.split("."))
     expect.gradients_reach_all(result["parameters"], what="gradients of DecoderLayer's parameters",
@@ -225,14 +258,10 @@ def test_decoder_layers_are_registered(student):
 
 
 def test_decoder_matches_stacked_torch_layers(student):
-    torch_layers = [oracles.torch_decoder_layer(**LAYER, seed=10 + i) for i in range(3)]
-    x, memory, tgt_pad, src_pad = make_inputs(seed=11, tgt_lengths=(5, 3), src_lengths=(4, 7))
-    tgt_mask, memory_mask = causal(5) | tgt_pad[:, None, :], src_pad[:, None, :]
-    expected = oracles.run_decoder_layers(torch_layers, x, memory, tgt_mask, memory_mask)
-    result = decoder_output(student, {"num_layers": 3, **LAYER}, oracles.stack_to_course(torch_layers),
-                            x, memory, tgt_mask, memory_mask)
+    _, config, weights_key, args = output_cases()["decoder"]
+    result = decoder_output(student, config, weights(weights_key), *args)
     expect_weights_fit(result["load"], "Decoder(3, 8, 2, 16)")
-    expect.close(result["output"], expected, atol=2e-5,
+    expect.close(result["output"], stored()["output decoder"], atol=2e-5,
                  what="Decoder(3, 8, 2, 16) vs three nn.TransformerDecoderLayer applied in turn, same memory for each")
 
 

@@ -390,4 +390,4 @@ class CheckPlan:
 
 
 # Last: it builds on Check.
-from grader.checks.forbidden import FUSED_ATTENTION, no_forbidden_calls, observing  # noqa: E402,F401
+from grader.checks.forbidden import ATTENTION_LAYER, FUSED_ATTENTION, no_forbidden_calls, observed, observing  # noqa: E402,F401

@@ -3,7 +3,7 @@
 As for the encoder (:mod:`grader.checks.encoder`; the checks both declare
 are built once, in :mod:`grader.checks.stacks`): explicit weights loaded by
 name, from PyTorch's own ``nn.TransformerDecoderLayer`` renamed by
-:mod:`coursekit.probes.torch_oracles`. Target and source lengths differ
+:mod:`grader.torch_oracles`. Target and source lengths differ
 unless a check says otherwise: a cross-attention that takes its queries from
 ``memory`` then cannot even run.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import torch
 
-from coursekit.probes import torch_oracles as oracles
+from grader import torch_oracles as oracles
 from grader.checks import text
 from grader.checks.stacks import (
     STACK_PITFALLS, Case, StackKind, causal, draw, padded_lengths, padding, random_blocks, stack_checks,

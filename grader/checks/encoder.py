@@ -1,7 +1,7 @@
 """Hidden checks of exercise 09 (encoder).
 
 Every run loads explicit weights by name (random, seeded, from PyTorch's own
-``nn.TransformerEncoderLayer`` renamed by :mod:`coursekit.probes.torch_oracles`,
+``nn.TransformerEncoderLayer`` renamed by :mod:`grader.torch_oracles`,
 LayerNorms included), so a correct layer that creates its sub-modules in
 another order still passes, and two LayerNorms are never interchangeable.
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from coursekit.probes import torch_oracles as oracles
+from grader import torch_oracles as oracles
 from grader.checks import text
 from grader.checks.stacks import STACK_PITFALLS, Case, StackKind, draw, padded_lengths, padding, random_blocks, stack_checks
 

@@ -23,7 +23,7 @@ from dataclasses import replace
 
 import torch
 
-from coursekit.probes.dispatch import FUSED_ATTENTION, SOFTMAX, all_ops, forbidden_kernels
+from coursekit.probes.dispatch import ATTENTION_LAYER, FUSED_ATTENTION, SOFTMAX, all_ops, forbidden_kernels
 from coursekit.probes.source import scan
 from grader.checks import Check, text
 from grader.sandbox import ProbeCall, RunResult
@@ -38,10 +38,11 @@ CANARY = "coursekit.probes.dispatch:canary"
 # time). Every call of every observed check is recorded by the profiler
 # already, and the check judges those recordings (kernels_in_observed_calls).
 _MODE_CASES = 2
-_FAMILY_WORDS = {SOFTMAX: "softmax", FUSED_ATTENTION: "fused attention (scaled_dot_product_attention)"}
+_FAMILY_WORDS = {SOFTMAX: "softmax", FUSED_ATTENTION: "fused attention (scaled_dot_product_attention)",
+                 ATTENTION_LAYER: "attention layer (nn.MultiheadAttention, nn.Transformer*Layer)"}
 
 __all__ = ["no_forbidden_calls", "observed", "observing", "unwrapped", "source_rule", "kernel_rule",
-           "kernels_in_observed_calls", "failed_calls_rule", "FUSED_ATTENTION", "SOFTMAX"]
+           "kernels_in_observed_calls", "failed_calls_rule", "ATTENTION_LAYER", "FUSED_ATTENTION", "SOFTMAX"]
 
 
 def _lines(uses: list[dict]) -> str:

@@ -1,6 +1,6 @@
 """What the hidden checks of exercises 09 (encoder) and 10 (decoder) share:
 random sizes and masks, PyTorch's own layers as the source of seeded
-weights (:mod:`coursekit.probes.torch_oracles`), the kinds of probe call,
+weights (:mod:`grader.torch_oracles`), the kinds of probe call,
 comparisons of nested results (gradients by parameter name), and the checks
 themselves, declared once (:func:`stack_checks`) and built from a table of
 rows per exercise.
@@ -13,8 +13,9 @@ from dataclasses import dataclass, field
 import torch
 
 from coursekit.compare import compare_tensors
-from coursekit.probes import torch_oracles as oracles
-from grader.checks import Check, Compare, all_of, no_forbidden_calls, plain_equal, requiring, tensors_close
+from grader import torch_oracles as oracles
+from grader.checks import (ATTENTION_LAYER, Check, Compare, all_of, no_forbidden_calls, observing, plain_equal, requiring,
+                           tensors_close)
 from grader.checks.devices import device_check, placement_call
 from grader.course import Text
 from grader.sandbox import ProbeCall
@@ -190,7 +191,7 @@ class StackKind:
     layer: str                         # the layer's class: "EncoderLayer"
     stack: str                         # the stack's class: "Encoder"
     names: str                         # the layer's sublayers, as messages name them
-    oracle: Callable[..., torch.nn.Module]      # a seeded torch layer (coursekit.probes.torch_oracles)
+    oracle: Callable[..., torch.nn.Module]      # a seeded torch layer (grader.torch_oracles)
     to_course: Callable[[dict], Weights]        # its state_dict under the contract's names
     # (gen, d_model, mask kind, dtype, options) -> the forward's inputs: sizes, tensors, masks
     inputs: Inputs
@@ -323,5 +324,9 @@ def stack_checks(kind: StackKind, table: list[Case]) -> list[Check]:
     requires = {c.id: (stack_core if c.stack or c.what == "device" else layer_core,)
                 for c in table if c.what in ("behaviour", "structure", "device")}
     checks = [_check(kind, case) for case in table]
-    checks.append(no_forbidden_calls(kind.exercise, requires=(first[("behaviour", False)],)))
-    return requiring(checks, requires)
+    checks.append(no_forbidden_calls(kind.exercise, requires=(first[("behaviour", False)],),
+                                     kernels=(ATTENTION_LAYER,)))
+    # Every call recorded: PyTorch's attention layers (nn.MultiheadAttention,
+    # nn.Transformer*Layer, however reached) cost the check; the fused
+    # scaled_dot_product_attention the README allows does not (issue 36).
+    return observing(requiring(checks, requires), (ATTENTION_LAYER,))

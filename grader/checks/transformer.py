@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks import Figure, requiring
-from grader.checks import Check, Compare, all_of, no_forbidden_calls, plain_equal, tensors_close, text
+from grader.checks import (ATTENTION_LAYER, Check, Compare, Figure, all_of, no_forbidden_calls, observed, plain_equal,
+                           requiring, tensors_close, text)
 from grader.checks.devices import device_check, placement_call
 from grader.sandbox import ProbeCall
 
@@ -369,7 +369,7 @@ CHECKS = [
         pitfalls=("softmax-before-loss", "softmax-implicit-dim"),
         seed=10, fixed_inputs=True,  # thresholds, on the public copy task's data (SECURITY.md)
     ),
-    no_forbidden_calls("11", requires=("11-forward-logits",)),
+    no_forbidden_calls("11", requires=("11-forward-logits",), kernels=(ATTENTION_LAYER,)),
 ]
 
 # A model without a working forward earns nothing from decoding, training, devices, dropout or structure:
@@ -379,8 +379,9 @@ CHECKS = requiring(CHECKS, {
     "11-dropout-modes": ("11-forward-logits",),
     "11-device": ("11-forward-logits",),
     "11-structure": ("11-forward-logits",),
-    "11-copy-task": ("11-forward-logits",),
-})
+    "11-copy-task": ("11-forward-logits",)})
+# Every call but the copy task's training recorded: PyTorch's attention layers cost the points (issue 36).
+CHECKS = [c if c.id in ("11-copy-task", "11-no-forbidden-calls") else observed(c, (ATTENTION_LAYER,)) for c in CHECKS]
 
 # The copy model after the hidden check's training (11-copy-task's own model): its cross-attention
 # on _FIGURE_SOURCE next to the reference's, a diagonal when it copies. Never scored; the README shows it too.

@@ -23,7 +23,9 @@ Name mapping (torch -> course)::
                         linear1.*, linear2.*     -> feed_forward.linear1.*, feed_forward.linear2.*
                         norm1.*, norm2.*, norm3.* -> the same names
 
-Used by exercises 09 and 10 (and 11 for the stacks inside its Transformer).
+Used by the hidden checks of exercises 09 and 10, and by grader/fixtures_layers.py
+for the public tests' stored values. On the trusted side only: the student kit
+ships no function that computes a graded answer (issue 36).
 """
 from __future__ import annotations
 
