@@ -31,7 +31,7 @@ import threading
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from grader.checks import COULD_NOT_TELL, Check, CheckPlan, checks_for, figures_for
+from grader.checks import COULD_NOT_TELL, Check, CheckPlan, checks_for, counting, figures_for
 from grader.checks.inputs import HiddenInputs
 from grader.course import REPO_ROOT, Course, Exercise, Text
 from grader.failures import DETAIL_LIMIT, NOT_RUN, Failure, check_failure, first_failure, same_signature
@@ -249,10 +249,11 @@ class Judge:
         # A check counts when it passes and so does every check it requires
         # (in any order: the requirement is that behaviour, not its points).
         passed = {check_id for check_id, failure in failures.items() if failure is None}
+        counts = counting(plan.checks, passed)   # requirements hold through every link
         found: dict[str, tuple[Evidence, RunResult]] = {}  # each variant's evidence on this run, once (_suspects)
         for check in plan.checks:
             failure = failures[check.id]
-            unmet = [r for r in check.requires if r not in passed]
+            unmet = [r for r in check.requires if r not in counts]
             if failure is None and unmet:
                 verdicts.append(Verdict(check.id, False, 0.0, points[check.id], check.message,
                                         f"counts once {', '.join(unmet)} passes", kind="requires"))

@@ -214,10 +214,14 @@ def _take_fixed(calls: list, seeded: CheckPlan, fixed: CheckPlan, fixed_run: Run
 
 
 def _batches_in(seeded: CheckPlan, ordered: list[int]) -> list[int]:
-    owner = {i: check_id for check_id, s in seeded.slices.items() for i in range(s.start, s.stop)}
+    """As :func:`check_batches`, for the calls ``ordered`` alone: a measured check's calls one by one."""
+    measured = {check.id for check in seeded.checks if check.measured}
+    owner = {i: check_id for check_id, s in seeded.slices.items() if check_id not in measured
+             for i in range(s.start, s.stop)}
     sizes: list[int] = []
     for position, index in enumerate(ordered):
-        if position and owner.get(index) == owner.get(ordered[position - 1]) and index == ordered[position - 1] + 1:
+        if position and owner.get(index) is not None and owner.get(index) == owner.get(ordered[position - 1]) \
+                and index == ordered[position - 1] + 1:
             sizes[-1] += 1
         else:
             sizes.append(1)

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from coursekit import expect
-from coursekit.fixtures import load as load_fixture
+from coursekit.fixtures import load as load_fixture, weights_under
 from coursekit.probes.encoder import (
     encoder_float64,
     encoder_layer_gradients,
@@ -51,8 +51,7 @@ def stored() -> dict[str, torch.Tensor]:
 
 def weights(key: str) -> dict[str, torch.Tensor]:
     """The stored weights ``key``, in the contract's parameter names."""
-    prefix = f"weights {key} "
-    return {name[len(prefix):]: t for name, t in stored().items() if name.startswith(prefix)}
+    return weights_under(stored(), key)
 
 
 def output_cases() -> dict[str, tuple]:

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from coursekit import expect
-from coursekit.fixtures import load as load_fixture
+from coursekit.fixtures import load as load_fixture, weights_under
 from coursekit.probes.decoder import (
     decoder_float64,
     decoder_layer_gradients,
@@ -68,8 +68,7 @@ def stored() -> dict[str, torch.Tensor]:
 
 def weights(key: str) -> dict[str, torch.Tensor]:
     """The stored weights ``key``, in the contract's parameter names."""
-    prefix = f"weights {key} "
-    return {name[len(prefix):]: t for name, t in stored().items() if name.startswith(prefix)}
+    return weights_under(stored(), key)
 
 
 def output_cases() -> dict[str, tuple]:

@@ -122,6 +122,16 @@ class CouldNotTell(str):
     languages."""
 
 
+def counting(checks: Sequence[Check], passed: set[str]) -> set[str]:
+    """The checks in ``passed`` that count: those whose requirements count
+    too, through every link (a check that requires one that waits on a
+    third counts only once the third passes)."""
+    counts = set(passed)
+    while dropped := {c.id for c in checks if c.id in counts and any(r not in counts for r in c.requires)}:
+        counts -= dropped
+    return counts
+
+
 def requiring(checks: list[Check], requires: Mapping[str, tuple[str, ...]]) -> list[Check]:
     """``checks`` with ``requires[check.id]`` added to each check's own
     requirements: a checks module declares in one place which checks pay
