@@ -114,3 +114,19 @@ def sample(module: ModuleType, vocab_size: int, context_length: int, seed: int, 
             "draws": len(watch.probs), "lengths": [s["length"] for s in model.seen],
             "training": sorted({s["training"] for s in model.seen}), "grad": sorted({s["grad"] for s in model.seen}),
             "idx_unchanged": bool(torch.equal(idx, before)), "idx_after": idx.clone()}
+
+
+def refused_temperature(module: ModuleType, vocab_size: int, context_length: int, seed: int, idx: torch.Tensor,
+                        max_new_tokens: int, temperature: float, top_k: int | None, dropout: float = 0.0) -> dict:
+    """The type of the exception ``generate`` raises for a ``temperature``
+    that is not positive (None when it raises none; a stub's
+    NotImplementedError goes through as the stub's)."""
+    model = ScriptedLM(vocab_size, context_length, seed, dropout=dropout).eval()
+    try:
+        module.generate(model, idx, max_new_tokens, temperature=temperature, top_k=top_k,
+                        generator=torch.Generator().manual_seed(seed))
+    except NotImplementedError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - which exception is the result
+        return {"type": type(exc).__name__}
+    return {"type": None}

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks import Check, all_of, deep_close, plain_equal, tensor_dicts_close, tensors_close, text
+from grader.checks import (Check, all_of, deep_close, error_type_equal, plain_equal, tensor_dicts_close, tensors_close,
+                           text)
 from coursekit.probes.training import batch_facts
 from grader.sandbox import ProbeCall
 
@@ -274,6 +275,18 @@ CHECKS = [
         compare=_sample_ok(),
         pitfalls=("temperature-ignored",),
         seed=7,
+    ),
+    Check(
+        id="13-temperature-domain",
+        weight=0.5,
+        message=text("generate raises ValueError for a temperature that is not positive (T -> 0 is argmax, "
+                     "not T = 0)",
+                     "temperature 不为正时 generate 抛出 ValueError（T → 0 的极限是 argmax，而不是 T = 0）"),
+        calls=lambda gen: [ProbeCall(f"{SAMPLING}:refused_temperature", {**call.kwargs, "temperature": t})
+                           for call, t in zip(_sample_calls(gen, "temperature"), (0.0, -0.5, 0.0))],
+        compare=error_type_equal(),
+        requires=("13-temperature",),
+        seed=12,
     ),
     Check(
         id="13-top-k",

@@ -64,6 +64,8 @@ def train(model, optimizer, train_data, val_data, *, steps, batch_size, grad_cli
 
 
 def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None):
+    if not temperature > 0:   # the contract: T -> 0 is argmax, T = 0 is no temperature
+        raise ValueError(f"temperature must be positive, got {temperature}")
     model.eval()
     context_size = model.context_length
     for _ in range(max_new_tokens):

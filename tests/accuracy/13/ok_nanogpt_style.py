@@ -56,6 +56,8 @@ def train(model, optimizer, train_data, val_data, *, steps, batch_size, grad_cli
 
 @torch.no_grad()
 def generate(model, idx, max_new_tokens, temperature=1.0, top_k=None, generator=None):
+    if not temperature > 0:   # the contract: T -> 0 is argmax, T = 0 is no temperature
+        raise ValueError(f"temperature must be positive, got {temperature}")
     model.eval()
     for _ in range(max_new_tokens):
         idx_cond = idx if idx.size(1) <= model.context_length else idx[:, -model.context_length:]
