@@ -43,7 +43,7 @@ def course_sandbox(course):
 def judge(course, course_sandbox):
     """One judge for the session, as one `grader grade` run has: each
     exercise's reference and pitfall variants run once and are shared by
-    every test that grades through it (tests/test_checks.py, tests/accuracy/,
+    every test that grades through it (tests/accuracy/,
     tests/test_observation.py, tests/test_judge.py, ...). A test that needs
     other limits or a fresh cache builds its own."""
     from grader.checks.inputs import HiddenInputs
@@ -101,7 +101,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 # above form one unit, so it is computed once. (xdist's own xdist_group marks
 # do not reach the node ids under pytest 9, hence this scheduler.)
 SHARED_RESULT_FILES = {
-    "judge": ["tests/test_checks.py", "tests/accuracy/test_accuracy.py", "tests/test_judge.py",
+    "judge": ["tests/accuracy/test_accuracy.py", "tests/test_judge.py",
               "tests/test_observation.py", "tests/test_checks_attention_weights.py",
               "tests/test_checks_self_attention.py", "tests/test_judge_confirmed.py"],
     "sample-class": ["tests/test_grading.py", "tests/test_dask_executor.py"],
@@ -114,7 +114,7 @@ UNIT_OF_FILE = {path: unit for unit, paths in SHARED_RESULT_FILES.items() for pa
 SHARED_FIXTURES = {"judge": "judge", "course_sandbox": "judge", "graded_class": "sample-class"}
 # The longest units first (a quiet 2-core machine, seconds in one process),
 # so that neither worker is left with a long one at the end.
-LONGEST_FIRST = ["judge", "sample-class", "sandbox", "tests/test_release_nbgrader.py", "tests/test_exercises.py",
+LONGEST_FIRST = ["judge", "tests/test_checks.py", "tests/test_watch_identity.py", "sample-class", "sandbox", "tests/test_release_nbgrader.py", "tests/test_exercises.py",
                  "tests/test_exam_nbgrader.py", "tests/test_watch.py", "tests/test_student_side.py",
                  "tests/test_term.py", "tests/test_gradescope_export.py",
                  "tests/hardening/test_exam_class_run.py", "tests/hardening/test_faults.py"]

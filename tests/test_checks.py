@@ -12,10 +12,22 @@ from grader.course import load_course
 EXERCISES = load_course().exercises
 
 
-@pytest.fixture(scope="session")
-def matrix(judge, tmp_path_factory):
-    """Every exercise's matrix, through conftest's session judge (whose
-    reference and variant results other test files then reuse)."""
+@pytest.fixture(scope="module")
+def fixed_judge(course, course_sandbox):
+    """A judge on each check's own inputs, as `grader check` builds it: the
+    catalogue is proved on the inputs its variants were written against.
+    (Per-submission inputs are tested by tests/test_hidden_inputs.py; on a
+    random draw two variants can coincide, and the proof would then hinge
+    on the draw.)"""
+    from grader.judge import Judge
+
+    return Judge(course, course_sandbox)
+
+
+@pytest.fixture(scope="module")
+def matrix(fixed_judge, tmp_path_factory):
+    """Every exercise's matrix, through one judge on fixed inputs."""
+    judge = fixed_judge
     workdirs = {exercise.id: tmp_path_factory.mktemp(exercise.folder) for exercise in EXERCISES}
     # Two exercises at a time (CI has two cores); the judge is thread-safe,
     # as when `grader grade --jobs 2` shares it.
