@@ -57,12 +57,14 @@ def test_each_variant_is_confirmed_as_itself_only(course, judge, tmp_path, exerc
 
 def test_one_mistake_is_reported_where_it_is_observed(course, judge, tmp_path):
     """A stable softmax that ignores ``dim`` (issue 31): its unchanged-input
-    check passes (nothing was modified), and its large-scores failure is not
-    taken for overflow, which small random inputs would not show."""
+    check is judged on the input (nothing was modified: not "wrong values";
+    it pays once the values it rests on are right), and its large-scores
+    failure is not taken for overflow, which small random inputs would not show."""
     entry = next(e for e in ENTRIES if e.name == "01/bug_ignores_dim")
     result = _grade(judge, course.exercise("01"), entry.path.read_text(encoding="utf-8"), tmp_path)
     verdicts = {v.check_id: v for v in result.verdicts}
-    assert verdicts["01-input-unchanged"].passed
+    unchanged = verdicts["01-input-unchanged"]
+    assert unchanged.kind == "requires" and "modified" not in unchanged.reason and "wrong" not in unchanged.reason
     assert "softmax-overflow" not in result.pitfalls and not _confirmed(result)
 
 

@@ -117,15 +117,12 @@ COULD_NOT_TELL = "could not tell"
 
 
 class CouldNotTell(str):
-    """What a run rule returns, instead of a reason, when its figure was
-    too near the threshold to decide on: the words say why, in both
-    languages."""
+    """A run rule's answer, instead of a reason, when its figure was too
+    near the threshold to decide on: the words say why, in both languages."""
 
 
 def counting(checks: Sequence[Check], passed: set[str]) -> set[str]:
-    """The checks in ``passed`` that count: those whose requirements count
-    too, through every link (a check that requires one that waits on a
-    third counts only once the third passes)."""
+    """The checks in ``passed`` whose requirements count too, through every link."""
     counts = set(passed)
     while dropped := {c.id for c in checks if c.id in counts and any(r not in counts for r in c.requires)}:
         counts -= dropped

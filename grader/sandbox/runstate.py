@@ -73,13 +73,11 @@ class RunState:
 
     def pump(self, fds: list[int], batches: list[tuple[int, bytes]], deadline: float) -> None:
         """Feed the calls and read results and output until the run is over:
-        done, failed, out of time or output, or the child is gone.
-
-        ``batches``: (number of calls, ready frame) pairs in call order, each
-        written only once the child is ready for it (see ``child._serve``).
-        The result pipe is read when the bell rings, when anything else wakes
-        this loop (results first), and always while the child streams or the
-        bell is gone (see ``child``)."""
+        done, failed, out of time or output, or the child is gone. ``batches``:
+        (number of calls, ready frame) pairs in call order, each written once
+        the child is ready (``child._serve``). The result pipe is read when the
+        bell rings, when anything else wakes this loop, and always while the
+        child streams or the bell is gone (see ``child``)."""
         request_w, result_r, out_r, err_r, bell_r = fds
         for fd in fds:
             os.set_blocking(fd, False)
@@ -124,6 +122,8 @@ class RunState:
                 elif watching and not want:
                     sel.unregister(result_r)
                 watching = want
+            if self.done and not self.tampered:   # a word rung just before 'done' and not read yet
+                self._read_bell(bell_r)
         finally:
             sel.close()
             self._sel = None
