@@ -136,19 +136,21 @@ class InputSets:
             return found
 
 
-def check_batches(plan: CheckPlan) -> list[int]:
-    """How many calls the sandbox sends at once: each check's calls
-    together (one round trip per check, not per call), and each call that
-    belongs to no check (a figure's) or to a measured check on its own (the
-    CPU time the sandbox measures from outside then covers that call alone)."""
-    owner = [None] * len(plan.calls)
+def check_batches(plan: CheckPlan, ordered: list[int] | None = None) -> list[int]:
+    """How many calls the sandbox sends at once, for the calls ``ordered``
+    (default: all of them, in order): each check's consecutive calls together
+    (one round trip per check, not per call), and each call that belongs to
+    no check (a figure's) or to a measured check on its own (the CPU time the
+    sandbox measures from outside then covers that call alone)."""
+    ordered = list(range(len(plan.calls))) if ordered is None else ordered
     measured = {check.id for check in plan.checks if check.measured}
-    for check_id, calls in plan.slices.items():
-        for i in range(calls.start, calls.stop):
-            owner[i] = None if check_id in measured else check_id  # a measured call: a batch of its own
+    owner = {i: check_id for check_id, calls in plan.slices.items() if check_id not in measured
+             for i in range(calls.start, calls.stop)}
     sizes: list[int] = []
-    for i, check_id in enumerate(owner):
-        if sizes and check_id is not None and owner[i - 1] == check_id:
+    for position, index in enumerate(ordered):
+        previous = ordered[position - 1] if position else None
+        if previous is not None and owner.get(index) is not None and owner.get(index) == owner.get(previous) \
+                and index == previous + 1:
             sizes[-1] += 1
         else:
             sizes.append(1)
@@ -188,7 +190,7 @@ def run_seeded(seeded: CheckPlan, fixed: CheckPlan, fixed_run: Callable[[], RunR
     rest taken from ``fixed_run()`` (asked only when some call is fixed):
     one run's result for every call of ``seeded``."""
     ordered = sorted(seeded_indexes(seeded))   # plan order: run rules' checks come last
-    part = run([seeded.calls[i] for i in ordered], _batches_in(seeded, ordered))
+    part = run([seeded.calls[i] for i in ordered], check_batches(seeded, ordered))
     calls: list[CallResult | None] = [None] * len(seeded.calls)
     for index, result in zip(ordered, part.calls):
         calls[index] = result
@@ -211,21 +213,6 @@ def _take_fixed(calls: list, seeded: CheckPlan, fixed: CheckPlan, fixed_run: Run
     for name, (_, index) in seeded.figures.items():
         if calls[index] is None:   # a figure's own call (public inputs)
             take(index, fixed.figures[name][1])
-
-
-def _batches_in(seeded: CheckPlan, ordered: list[int]) -> list[int]:
-    """As :func:`check_batches`, for the calls ``ordered`` alone: a measured check's calls one by one."""
-    measured = {check.id for check in seeded.checks if check.measured}
-    owner = {i: check_id for check_id, s in seeded.slices.items() if check_id not in measured
-             for i in range(s.start, s.stop)}
-    sizes: list[int] = []
-    for position, index in enumerate(ordered):
-        if position and owner.get(index) is not None and owner.get(index) == owner.get(ordered[position - 1]) \
-                and index == ordered[position - 1] + 1:
-            sizes[-1] += 1
-        else:
-            sizes.append(1)
-    return sizes
 
 
 def run_all(named: dict[str, Callable[[], RunResult]]) -> dict[str, RunResult]:

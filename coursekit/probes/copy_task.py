@@ -23,6 +23,9 @@ from coursekit.probes.transformer import implicit_softmax, init_by_name
 COPY_CONFIG = {"src_vocab": 11, "tgt_vocab": 11, "d_model": 32, "num_heads": 4, "num_encoder_layers": 1,
                "num_decoder_layers": 1, "d_ff": 64, "dropout": 0.0, "max_len": 64, "pad_idx": 0}
 PAD, START, END = 0, 1, 2  # tokens 3..10 are the symbols to copy
+# Early stopping (copy_task's stop_when): checked every CHECK_EVERY steps;
+# training stops when the thresholds hold at HELD checks in a row.
+CHECK_EVERY, HELD = 10, 2
 
 
 def copy_batch(gen: torch.Generator, batch: int, length: int, vocab: int = 11) -> tuple[torch.Tensor, torch.Tensor]:
@@ -35,7 +38,8 @@ def copy_batch(gen: torch.Generator, batch: int, length: int, vocab: int = 11) -
 
 
 def copy_task(module: ModuleType, seed: int = 0, steps: int = 200, batch: int = 32, length: int = 8,
-              lr: float = 3e-3, n_test: int = 100, own_init: bool = False) -> dict:
+              lr: float = 3e-3, n_test: int = 100, own_init: bool = False,
+              stop_when: Sequence[float] | None = None) -> dict:
     """Train a tiny Transformer (``COPY_CONFIG``) to copy its input, with
     teacher forcing and cross-entropy on ``forward``'s output, then
     ``greedy_decode`` ``n_test`` new sequences.
@@ -44,6 +48,13 @@ def copy_task(module: ModuleType, seed: int = 0, steps: int = 200, batch: int = 
     (every token and the END right), the per-token accuracy, two example
     (source, output) pairs, the training time in seconds, whether a
     softmax without ``dim`` was called, and the trained model (in eval mode).
+
+    With ``stop_when = (max_final_loss, min_exact_match)`` training stops
+    early once both thresholds are met at :data:`HELD` checks in a row,
+    :data:`CHECK_EVERY` steps apart (the mean of the last 20 losses, then
+    greedy decoding of the test sequences): what a pass is judged on, held,
+    not merely touched once. A model that never meets them trains all
+    ``steps``, so a failing run costs what it did and is judged the same.
 
     With ``own_init`` the model keeps the weights its own ``__init__`` drew
     (after ``torch.manual_seed(seed)``) instead of :func:`init_by_name`'s:
@@ -74,7 +85,8 @@ def copy_task(module: ModuleType, seed: int = 0, steps: int = 200, batch: int = 
             warnings.simplefilter("always")
             model.train()
             started = time.perf_counter()
-            for _ in range(steps):
+            out, held = None, 0
+            for step in range(1, steps + 1):
                 src, tgt = copy_batch(train_gen, batch, length)
                 logits = model(src, tgt[:, :-1])  # position t predicts tgt[:, t + 1]
                 loss = loss_fn(logits.reshape(-1, logits.size(-1)), tgt[:, 1:].reshape(-1))
@@ -82,9 +94,16 @@ def copy_task(module: ModuleType, seed: int = 0, steps: int = 200, batch: int = 
                 loss.backward()
                 optimiser.step()
                 losses.append(float(loss))
+                if stop_when is not None and step % CHECK_EVERY == 0 and step >= 20:
+                    out, met = _thresholds_met(model, losses, test_src, test_tgt, length, stop_when)
+                    held = held + 1 if met else 0
+                    if held >= HELD:
+                        break
+                    model.train()
             seconds = time.perf_counter() - started
-            model.eval()
-            out = model.greedy_decode(test_src, length + 2, START, END)
+            if held < HELD:  # trained to the end: decode the final model
+                model.eval()
+                out = model.greedy_decode(test_src, length + 2, START, END)
     finally:
         torch.set_num_threads(threads)
     same_shape = isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(test_tgt.shape)
@@ -98,6 +117,22 @@ def copy_task(module: ModuleType, seed: int = 0, steps: int = 200, batch: int = 
         "implicit_softmax": implicit_softmax(caught),
         "model": model,
     }
+
+
+def _thresholds_met(model: nn.Module, losses: list[float], test_src: torch.Tensor, test_tgt: torch.Tensor,
+                    length: int, stop_when: Sequence[float]) -> tuple[torch.Tensor | None, bool]:
+    """One early-stopping check: (greedy outputs or None, whether the mean
+    of the last 20 losses and the exact-match rate both meet ``stop_when``).
+    Decoding (the costly half) runs only once the loss is low enough."""
+    max_loss, min_exact = stop_when
+    if not sum(losses[-20:]) / 20 <= max_loss:
+        return None, False
+    model.eval()
+    with torch.no_grad():
+        out = model.greedy_decode(test_src, length + 2, START, END)
+    if not (isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(test_tgt.shape)):
+        return out, False
+    return out, float((out == test_tgt).all(dim=1).float().mean()) >= min_exact
 
 
 def teacher_forced_cross_attention(model: nn.Module, symbols: Sequence[int]) -> torch.Tensor | None:
@@ -115,10 +150,11 @@ def teacher_forced_cross_attention(model: nn.Module, symbols: Sequence[int]) -> 
 
 
 def copy_outcome(module: ModuleType, seed: int, steps: int, length: int, batch: int = 32, n_test: int = 100,
-                 figure_source: Sequence[int] | None = None) -> dict:
+                 figure_source: Sequence[int] | None = None, stop_when: Sequence[float] | None = None) -> dict:
     """:func:`copy_task` summed up: the mean of the last 20 losses, the
     exact-match rate and per-token accuracy of greedy decoding afterwards,
-    and the training time (for the record; never compared).
+    and the training time (for the record; never compared); ``stop_when``
+    as :func:`copy_task`'s.
 
     With ``figure_source`` (a public input: the student's page draws it),
     also ``cross_attention``: :func:`teacher_forced_cross_attention` of the
@@ -126,7 +162,8 @@ def copy_outcome(module: ModuleType, seed: int, steps: int, length: int, batch: 
     costs no second training and can neither change nor fail the outcome:
     anything that goes wrong there gives None, and the page shows the
     reference's picture alone."""
-    found = copy_task(module, seed=seed, steps=steps, batch=batch, length=length, n_test=n_test)
+    found = copy_task(module, seed=seed, steps=steps, batch=batch, length=length, n_test=n_test,
+                      stop_when=stop_when)
     last = found["losses"][-20:]
     outcome = {"final_loss": sum(last) / max(len(last), 1), "exact_match": found["exact_match"],
                "token_accuracy": found["token_accuracy"], "seconds": found["seconds"]}
