@@ -200,3 +200,27 @@ def test_the_reference_padded_prompts_are_each_prompt_alone(reference):
     for kwargs in _kwargs("16-padding"):
         found = probes.padded(reference, **kwargs)
         assert all(torch.allclose(r, a, atol=1e-12, rtol=0) for r, a in zip(found["rows"], found["alone"], strict=True))
+
+
+def test_the_readme_s_weight_conversion_turns_one_pairing_into_the_other(reference, tmp_path_factory):
+    # README, 'Two conventions': permuting the rows of W_query and W_key head
+    # by head (Hugging Face's convert_llama_weights_to_hf.py) makes a
+    # two-halves model compute what the interleaved one computes.
+    from grader.course.pitfalls import load_variants
+
+    halves_source = load_variants(load_course(check_files=False).exercise("16"), REPO_ROOT)["rope-halves-pairing"].source
+    halves = _module(halves_source, tmp_path_factory, "halves")
+    config = {"d_in": 6, "d_out": 12, "context_length": 7, "dropout": 0.0, "num_heads": 3}
+    x = torch.randn(2, 7, 6, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    interleaved, _ = probes.attention_module(reference, config, 1)
+    converted, _ = probes.attention_module(halves, config, 1)
+    heads, head_dim = 3, 4
+    with torch.no_grad():
+        for name in ("W_query", "W_key"):
+            w = getattr(interleaved, name).weight
+            permuted = w.view(heads, head_dim // 2, 2, 6).transpose(1, 2).reshape(12, 6)
+            getattr(converted, name).weight.copy_(permuted)
+        positions = torch.arange(7) + 3
+        assert torch.allclose(converted(x, positions), interleaved(x, positions), atol=1e-12)
+        q = torch.randn(2, 3, 7, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+        assert not torch.allclose(halves.apply_rope(q, positions), reference.apply_rope(q, positions))
