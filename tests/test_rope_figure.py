@@ -1,5 +1,5 @@
-"""Exercise 16's README figure (docs/figures/rope/): the committed SVG is
-what its script makes from the reference now, what it draws is RoPE's
+"""Exercise 16's README figure (docs/figures/rope_rotation.svg): the
+committed SVG is what its script makes from the reference now, what it draws is RoPE's
 claim (both vectors turn, their angle and score stay), and both READMEs
 show it."""
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 
 from grader.course import REPO_ROOT
 
-FOLDER = REPO_ROOT / "docs" / "figures" / "rope"
+FOLDER = REPO_ROOT / "docs" / "figures"
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +25,7 @@ def script():
 
 def test_the_committed_figure_is_what_the_script_makes(script):
     assert (FOLDER / "rope_rotation.svg").read_text(encoding="utf-8") == script.make(), \
-        "regenerate: .venv/bin/python docs/figures/rope/make_rope_figure.py"
+        "regenerate: .venv/bin/python docs/figures/make_rope_figure.py"
 
 
 def test_the_figure_shows_a_rotation_that_keeps_the_angle_and_the_score(script):
@@ -45,4 +45,4 @@ def test_the_figure_shows_a_rotation_that_keeps_the_angle_and_the_score(script):
 @pytest.mark.parametrize("readme", ["README.md", "README.zh.md"])
 def test_the_readmes_show_it(readme):
     text = (REPO_ROOT / "exercises" / "16_rope" / readme).read_text(encoding="utf-8")
-    assert "](../../docs/figures/rope/rope_rotation.svg)" in text
+    assert "](../../docs/figures/rope_rotation.svg)" in text

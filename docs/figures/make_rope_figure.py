@@ -1,6 +1,6 @@
 """Make exercise 16's README figure: the rotation of one query/key pair.
 
-    .venv/bin/python docs/figures/rope/make_rope_figure.py [--check]
+    .venv/bin/python docs/figures/make_rope_figure.py [--check]
 
 One pair of coordinates (the fastest, theta_0 = 1 radian per position) of
 the README's worked example, q = (1, 2) and k = (0.5, -1), rotated by the
@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 import torch  # noqa: E402
@@ -119,7 +119,7 @@ def main(argv: list[str]) -> int:
     text = make()
     if args.check:
         same = OUT.is_file() and OUT.read_text(encoding="utf-8") == text
-        print(f"{OUT.name}: {'up to date' if same else 'differs: run docs/figures/rope/make_rope_figure.py'}")
+        print(f"{OUT.name}: {'up to date' if same else 'differs: run docs/figures/make_rope_figure.py'}")
         return 0 if same else 1
     OUT.write_text(text, encoding="utf-8")
     print(f"wrote {OUT.relative_to(REPO)}")
