@@ -224,3 +224,14 @@ def test_the_readme_s_weight_conversion_turns_one_pairing_into_the_other(referen
         assert torch.allclose(converted(x, positions), interleaved(x, positions), atol=1e-12)
         q = torch.randn(2, 3, 7, 4, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
         assert not torch.allclose(halves.apply_rope(q, positions), reference.apply_rope(q, positions))
+
+
+def test_the_feedback_figure_is_a_public_input_whose_reference_map_is_constant_along_diagonals(reference):
+    (figure,) = checks.FIGURES
+    found = probes.score_map(reference, **figure.call.kwargs)["scores"]
+    n = figure.call.kwargs["n"]
+    assert found.shape == (n, n)
+    for offset in range(-n + 1, n):
+        diagonal = found.diagonal(offset)
+        assert torch.allclose(diagonal, diagonal[0].expand_as(diagonal), atol=1e-12)
+    assert found.std() > 1.0                                     # stripes, not one flat colour

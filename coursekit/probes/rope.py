@@ -99,6 +99,17 @@ def shifted(module: ModuleType, q: torch.Tensor, k: torch.Tensor, positions: tor
             "relative": bool(torch.allclose(scores, moved, atol=1e-9, rtol=1e-9)), "norms_kept": norms}
 
 
+@torch.no_grad()
+def score_map(module: ModuleType, q: torch.Tensor, k: torch.Tensor, n: int) -> dict:
+    """The same query q and key k (head_dim,) rotated at positions 0 .. n-1:
+    ``scores[i, j] = (R_i q) · (R_j k)``, (n, n), for the feedback page's
+    figure: constant along every diagonal when the scores depend on i - j only."""
+    positions = torch.arange(n)
+    rotated_q = module.apply_rope(q.expand(1, 1, n, -1), positions)[0, 0]
+    rotated_k = module.apply_rope(k.expand(1, 1, n, -1), positions)[0, 0]
+    return {"scores": rotated_q @ rotated_k.T}
+
+
 def odd_head_dim(module: ModuleType, head_dim: int, num_heads: int) -> dict:
     """The exceptions (types) of ``rope_angles``, ``apply_rope`` and
     ``RoPEMultiHeadAttention`` for an odd ``head_dim``."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks import (Check, all_of, deep_close, error_type_equal, no_forbidden_calls, plain_equal, requiring,
+from grader.checks import (Check, Figure, all_of, deep_close, error_type_equal, no_forbidden_calls, plain_equal, requiring,
                            tensors_close, text)
 from grader.checks.work import Cost, cheaper_than_recomputing
 from grader.sandbox import ProbeCall
@@ -326,3 +326,19 @@ CHECKS = requiring([
     "16-steps": ("16-cache-cost",), "16-chunks": ("16-cache-cost",), "16-padding": ("16-cache-cost",),
     "16-no-forbidden-calls": ("16-rotate",),
 })
+
+
+# One query and one key (head_dim 8, the first half the README's): every diagonal one colour.
+FIGURES = [
+    Figure(
+        name="rope-scores",
+        title=text("scores (R_i q)·(R_j k) of one query and one key rotated at positions 0..15 (rows i, columns j): "
+                   "the same along every diagonal, since they depend on i - j only",
+                   "同一个 query 与同一个 key 在位置 0..15 旋转后的分数 (R_i q)·(R_j k)（行 i，列 j）：只取决于 i - j，"
+                   "所以每条对角线上都相同"),
+        call=ProbeCall(f"{PROBES}:score_map", {
+            "q": torch.tensor([1.0, 2.0, 3.0, 4.0, 0.5, -1.0, 1.0, 0.0], dtype=torch.float64),
+            "k": torch.tensor([0.5, -1.0, 2.0, 1.0, 1.0, 1.0, -0.5, 2.0], dtype=torch.float64), "n": 16}),
+    ),
+]
+
