@@ -73,6 +73,10 @@ MISTAKES = {
                                    "k, v = cache.append(layer, k, v)\n"
                                    "        k = apply_rope(k, torch.arange(total, device=idx.device))")],
                              ["16-steps", "16-chunks", "16-padding"]),
+    # Positions made on the CPU whatever idx's device: right on a CPU, a
+    # device mismatch on a GPU (the meta device stands in for it).
+    "positions-on-the-cpu": ([Edit("positions = torch.arange(start, total, device=idx.device)",
+                                   "positions = torch.arange(start, total)")], ["16-device"]),
 }
 
 

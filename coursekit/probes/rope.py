@@ -248,6 +248,24 @@ def positions_seen(module: ModuleType, config: dict, seed: int, idx: torch.Tenso
     return found
 
 
+def cached_placement(module: ModuleType, config: dict, idx: torch.Tensor, prefill: int,
+                     pad_mask: torch.Tensor | None = None) -> dict:
+    """:func:`coursekit.probes.placement.placement` of a prefill of
+    ``prefill`` tokens and one more step through forward_cached with a new
+    cache (and ``pad_mask`` when given), on PyTorch's meta device: every
+    position, angle and mask tensor must be made on the inputs' device."""
+    from coursekit.probes.placement import placement
+
+    def run(gpt: nn.Module, tokens: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        cache = new_cache(module, config)
+        first = module.forward_cached(gpt, tokens[:, :prefill], cache, None if mask is None else mask[:, :prefill])
+        step = module.forward_cached(gpt, tokens[:, prefill:prefill + 1], cache,
+                                     None if mask is None else mask[:, :prefill + 1])
+        return torch.cat([first, step], dim=1)
+
+    return placement(lambda: module.RoPEGPT(**config), (idx, pad_mask), call=run)
+
+
 # --- the work a cache saves, measured by the grader from outside ------------
 # As exercise 14's (coursekit/probes/kv_cache.py): the grader reads the
 # child's CPU time around each call, sent alone; one thread.

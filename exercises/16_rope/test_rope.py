@@ -213,6 +213,17 @@ def test_left_padded_prompts_get_their_own_logits(student):
                           "its logits vs your model(prompt + its next token) alone")
 
 
+@pytest.mark.parametrize("padded", [False, True], ids=["plain", "padded"])
+def test_runs_on_the_inputs_device(student, padded):
+    # PyTorch's meta device stands in for a GPU: positions, angles or masks
+    # created without device= land on the CPU and meet the inputs' device.
+    idx, pad_mask = probes.left_pad(PROMPTS, PAD) if padded else (tokens(19, 2, 5), None)
+    result = probes.cached_placement(student, MODEL, idx, 4, pad_mask)
+    expect.equal(result["placement"], "ok",
+                 what="the model, idx and pad_mask on the meta device: every tensor forward_cached and RoPEGPT make "
+                      f"on idx's device (device=idx.device, device=x.device) {result['detail']}".rstrip())
+
+
 def test_uses_no_builtin_attention(student):
     probes.attention(student, *attention_case("default"), 1)   # a stub has nothing to inspect yet
     expect.no_forbidden_calls(student, advice="write the attention with matrix products and softmax")

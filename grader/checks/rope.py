@@ -17,6 +17,7 @@ import torch
 
 from grader.checks import (Check, Figure, all_of, deep_close, error_type_equal, no_forbidden_calls, plain_equal, requiring,
                            tensors_close, text)
+from grader.checks.devices import device_check, placement_call
 from grader.checks.work import Cost, cheaper_than_recomputing
 from grader.sandbox import ProbeCall
 
@@ -169,6 +170,24 @@ def _padding_calls(gen: torch.Generator) -> list[ProbeCall]:
     return calls
 
 
+def _device_calls(gen: torch.Generator) -> list[ProbeCall]:
+    """RoPEGPT's forward, and a prefill and a step through forward_cached,
+    without padding and with a left-padded batch, on the meta device."""
+    config = model_config(gen)
+    calls = [placement_call("RoPEGPT", config, _tokens(gen, config, (2, config["context_length"])))]
+    for padded in (False, True):
+        config = model_config(gen)
+        prefill = _int(gen, 1, config["context_length"] - 1)
+        pad_mask = None
+        if padded:
+            pad_mask = torch.zeros(2, prefill + 1, dtype=torch.bool)
+            pad_mask[1, :_int(gen, 0, prefill - 1)] = True
+        calls.append(ProbeCall(f"{PROBES}:cached_placement", {
+            "config": config, "idx": _tokens(gen, config, (2, prefill + 1)), "prefill": prefill,
+            "pad_mask": pad_mask}))
+    return calls
+
+
 # --- the work a cache saves (as exercise 14's, grader/checks/kv_cache_cost.py) -----
 COST_CONFIG = {"vocab_size": 32, "d_model": 128, "num_heads": 4, "num_layers": 2, "context_length": 512,
                "dropout": 0.1, "tie_weights": True}
@@ -318,13 +337,14 @@ CHECKS = requiring([
         calls=_cost_calls, compare=deep_close(**F64),
         run_rule=cheaper_than_recomputing([Cost(f"{PROBES}:cost_steps", YARDSTICK, COST_STEPS, RECOMPUTED)],
                                           could_not_tell=COULD_NOT_TELL)),
+    device_check("16-device", _device_calls, owner="RoPEGPT and forward_cached", pitfalls=(), seed=13),
     no_forbidden_calls("16", requires=("16-attention",)),
 ], {
     # Properties that wrong rotations keep too pay only beside the values.
     "16-relative": ("16-rotate",), "16-norms": ("16-rotate",), "16-odd-head-dim": ("16-rotate",),
     # Values right without the work are not the exercise (as 14's).
     "16-steps": ("16-cache-cost",), "16-chunks": ("16-cache-cost",), "16-padding": ("16-cache-cost",),
-    "16-no-forbidden-calls": ("16-rotate",),
+    "16-no-forbidden-calls": ("16-rotate",), "16-device": ("16-gpt", "16-steps"),
 })
 
 
