@@ -67,8 +67,8 @@ MISTAKES = {
     "float32-angles": ([Edit("angles = positions.to(x.dtype)[..., None] * theta",
                              "angles = (positions.float()[..., None] * theta.float()).to(x.dtype)")],
                        ["16-rotate", "16-rotate-batched"]),
-    # Keys cached before their rotation, rotated once more at every step by
-    # the new tokens' positions.
+    # Every cached key rotated again at each step, by its position, as if
+    # the cache held unrotated keys: rotated twice.
     "cache-unrotated-keys": ([Edit("k, v = cache.append(layer, k, v)",
                                    "k, v = cache.append(layer, k, v)\n"
                                    "        k = apply_rope(k, torch.arange(total, device=idx.device))")],
