@@ -60,6 +60,11 @@ RIGHT_CHOICE = {
     "cnn-as-attention": "With k heads",
     "prenorm-block": "x + Dropout(sublayer(LayerNorm(x)))",
     "prenorm-final-norm": "No block normalises the residual stream",
+    # Part D: RoPE (notes/06_rope.md; the padding claim is proved in tests/test_checks_rope.py)
+    "rope-rotated-tensors": "The queries and the keys only",
+    "rope-padding-row-start": "Nothing changes",
+    "rope-pairing-conversion": "Permute the rows of W_query and W_key",
+    "rope-cache-contents": "Its key rotated at its own position",
 }
 
 # Short answers: phrasings that must score (at least five each, in both
@@ -218,6 +223,14 @@ def test_numeric_keys_match_closed_forms(course, drawn, keys):
         position, column = p["pe-value"]["position"], p["pe-value"]["column"]
         angle = position / 10000 ** ((column - column % 2) / d)
         expected["pe-value"] = math.sin(angle) if column % 2 == 0 else math.cos(angle)
+        # Part D: RoPE turns q = (2, 1) by i radians and k = (1, c) by j: their dot product; pair k's
+        # wavelength is 2π base^(2k / head_dim).
+        rope, c = p["rope-score-shift"], p["rope-score-shift"]["key_second"]
+        turn = lambda v, a: (v[0] * math.cos(a) - v[1] * math.sin(a), v[0] * math.sin(a) + v[1] * math.cos(a))  # noqa: E731
+        q_i, k_j = turn((2.0, 1.0), rope["query_position"]), turn((1.0, c), rope["key_position"])
+        expected["rope-score-shift"] = q_i[0] * k_j[0] + q_i[1] * k_j[1]
+        wave = p["rope-wavelength"]
+        expected["rope-wavelength"] = 2 * math.pi * wave["rope_base"] ** (2 * wave["pair"] / wave["rope_head_dim"])
         numeric = {qid for qid, q in course.questions.items() if q.kind == "numeric"}
         assert numeric == set(expected), "a numeric question without a closed form here"
         for question_id, value in expected.items():

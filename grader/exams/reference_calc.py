@@ -164,6 +164,29 @@ def _temperature_probability(ref, temperature, first, second, third=0.0):
     return float(torch.softmax(logits / float(temperature), dim=-1)[0])
 
 
+# --- part D: rotary position embeddings (exercise 16)
+
+@computation("rope_score", exercise="16")
+def _rope_score(ref, query_position, key_position, key_second):
+    """(R_i q) · (R_j k) with the reference's apply_rope, head_dim 2: q = (2, 1), k = (1, key_second)."""
+    import torch
+    q = torch.tensor([2.0, 1.0], dtype=torch.float64).reshape(1, 1, 1, 2)
+    k = torch.tensor([1.0, float(key_second)], dtype=torch.float64).reshape(1, 1, 1, 2)
+    rotated_q = ref.apply_rope(q, torch.tensor([int(query_position)]))
+    rotated_k = ref.apply_rope(k, torch.tensor([int(key_position)]))
+    return float((rotated_q * rotated_k).sum())
+
+
+@computation("rope_wavelength", exercise="16")
+def _rope_wavelength(ref, head_dim, pair, base):
+    """2π over the angle pair ``pair`` turns per position, read from the reference's rope_angles."""
+    import math
+
+    import torch
+    cos, sin = ref.rope_angles(2, int(head_dim), float(base), dtype=torch.float64)
+    return 2 * math.pi / math.atan2(float(sin[1, int(pair)]), float(cos[1, int(pair)]))
+
+
 # ------------------------------------------------------------- the parent side
 
 
