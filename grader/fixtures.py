@@ -26,6 +26,7 @@ from coursekit.fixtures import render
 from coursekit.loader import load_module
 from grader.course import REPO_ROOT, Course, load_course
 from grader.fixtures_layers import decoder_10, encoder_09
+from grader.fixtures_sliding_window import sliding_window_18
 from grader.intake.submissions import assemble
 
 Values = dict[str, torch.Tensor]
@@ -117,6 +118,7 @@ FIXTURES: dict[str, tuple[str, str, Callable[[ModuleType, ModuleType], Values]]]
     "encoder_09": ("09", "test_encoder.py", encoder_09),
     "decoder_10": ("10", "test_decoder.py", decoder_10),
     "training_13": ("13", "test_training.py", training_13),
+    "sliding_window_18": ("18", "test_sliding_window.py", sliding_window_18),
 }
 
 

@@ -128,6 +128,24 @@ def steps(module: ModuleType, config: dict, seed: int, idx: torch.Tensor, window
             "inputs_unchanged": bool(torch.equal(idx, before)), "inputs_after": idx.clone()}
 
 
+@torch.no_grad()
+def tagged_appends(module: ModuleType, window: int, sizes: list[int]) -> dict:
+    """RollingKVCache(1, window) by itself: chunks of ``sizes`` positions
+    appended to layer 0, each key and value holding its own position (and
+    minus it). What each append returns (positions as ints, keys, values)
+    and cache.keys[0], cache.values[0] and len(cache) after it."""
+    cache = module.RollingKVCache(1, window)
+    returned, rings, held, start = [], [], [], 0
+    for size in sizes:
+        tag = torch.arange(start, start + size, dtype=torch.float64).reshape(1, 1, size, 1).expand(2, 2, size, 3)
+        keys, values, positions = cache.append(0, tag.clone(), -tag)
+        returned.append({"positions": [int(p) for p in positions], "keys": keys, "values": values})
+        rings.append([cache.keys[0].clone(), cache.values[0].clone()])
+        held.append(int(len(cache)))
+        start += size
+    return {"returned": returned, "rings": rings, "held": held}
+
+
 def ring_sizes(result: dict) -> list[int]:
     """The most positions any layer's keys or values held after each step of :func:`steps`."""
     return [max(t.size(-2) for pair in step for t in pair) for step in result["rings"]]

@@ -111,6 +111,17 @@ def _step_calls(gen: torch.Generator, *, chunked: bool, count: int = 5) -> list[
     return calls
 
 
+def _tagged_calls(gen: torch.Generator) -> list[ProbeCall]:
+    """The cache by itself, keys tagged with their positions: what append
+    returns (held slots, then the new positions) and the slots after it."""
+    calls = []
+    for _ in range(3):
+        window = _int(gen, 1, 5)
+        sizes = [_int(gen, 1, window + 2) for _ in range(_int(gen, 4, 8))]
+        calls.append(ProbeCall(f"{PROBES}:tagged_appends", {"window": window, "sizes": sizes}))
+    return calls
+
+
 def _field_calls(gen: torch.Generator) -> list[ProbeCall]:
     cases = [(1, 1), (0, 4), (1, 4), (3, 1), (2, 3), (32, 4096)]
     cases += [(_int(gen, 0, 40), _int(gen, 1, 5000)) for _ in range(12)]
@@ -213,12 +224,14 @@ CHECKS = requiring([
         id="18-ring",
         weight=2,
         message=text("the ring buffers after every step: min(seen, window) positions per layer, position p in slot "
-                     "p % window, and len(cache) counting them",
+                     "p % window, and len(cache) counting them; append returns the held slots then the new "
+                     "positions, with the position of each",
                      "每一步之后的环形缓冲区：每层保存 min(seen, window) 个位置，位置 p 位于槽位 p % window，"
-                     "len(cache) 等于保存的位置数"),
-        calls=lambda gen: _step_calls(gen, chunked=True, count=4),
+                     "len(cache) 等于保存的位置数；append 先返回保存的槽位、再返回新位置，并给出每个的位置"),
+        calls=lambda gen: _step_calls(gen, chunked=True, count=4) + _tagged_calls(gen),
         compare=all_of(plain_equal("held", reason="wrong len(cache)"),
-                       deep_close(**F64, ignore=("logits", "held", "seen", "inputs_unchanged", "inputs_after"))),
+                       deep_close(**F64, ignore=("logits", "held", "seen", "inputs_unchanged",
+                                                          "inputs_after"))),
         pitfalls=("window-cache-grows",),
         seed=5,
     ),
