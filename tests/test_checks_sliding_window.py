@@ -154,3 +154,23 @@ def _call(module: ModuleType, call) -> object:
         return getattr(importlib.import_module(probe_module), function)(module, **call.kwargs)
     except Exception as exc:  # noqa: BLE001 - a wrong solution may raise: that is its result
         return exc
+
+
+@pytest.mark.parametrize("readme", ["README.md", "README.zh.md"])
+def test_readme_worked_numbers(readme, reference):
+    text = (REPO_ROOT / "exercises" / "18_sliding_window" / readme).read_text(encoding="utf-8")
+    assert f"{32 * 4095 + 1:,}" in text and str(reference.receptive_field(32, 4096)) in text
+    assert str([reference.receptive_field(layers, 4) for layers in (1, 2, 3)]) in text
+    rows = reference.sliding_window_mask(2, 7, 3, offset=5).int().tolist()
+    assert f"tensor([{rows[0]},\n        {rows[1]}], dtype=torch.int32)".replace("],", "],") in text
+    picture = reference.sliding_window_mask(6, 6, 3).int().tolist()
+    for i, row in enumerate(picture):
+        assert f"query {i}         " + "  ".join(str(v) for v in row) in text
+    per_token = 2 * 32 * 8 * 128 * 2      # keys and values, 32 layers, 8 kv heads, 128 dims, 16-bit
+    assert f"{per_token:,}" in text and f"{per_token // 1024} KiB" in text
+    assert f"{per_token * 4096 // 2**20} MiB" in text and f"{per_token * 32768 // 2**30} GiB" in text
+    # The ring table: positions returned by append after 0..6 with window 4.
+    cache = reference.RollingKVCache(1, 4)
+    for p in range(8):
+        _, _, positions = cache.append(0, torch.zeros(1, 1, 1, 2), torch.zeros(1, 1, 1, 2))
+    assert str([int(p) for p in positions]) in text
