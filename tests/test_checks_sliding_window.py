@@ -64,13 +64,16 @@ def test_hidden_inputs_cover_what_the_checks_claim():
     assert any(window >= max(nq, nk) for nq, nk, window, _ in cases)
     assert any(nq != nk for nq, nk, _, _ in cases) and any(offset > 0 for *_, offset in cases)
     for check_id in ("18-steps", "18-chunks", "18-ring"):
-        for k in _kwargs(check_id):
+        for k in [k for k in _kwargs(check_id) if "chunks" in k]:
             n, window = sum(k["chunks"]), k["window"]
             assert n > 2 * k["config"]["context_length"] - 1 and n >= 4 * window   # past the context, 3+ wraps
     assert all(set(k["chunks"][1:]) == {1} for k in _kwargs("18-steps"))
     assert any(k["chunks"][0] == 1 for k in _kwargs("18-steps"))
     assert any(k["chunks"][0] > k["window"] for k in _kwargs("18-steps"))
     assert any(max(k["chunks"][1:]) > k["window"] for k in _kwargs("18-chunks"))
+    tagged = [k for k in _kwargs("18-ring") if "sizes" in k]   # the cache alone: chunks longer than its ring
+    assert tagged and any(max(k["sizes"]) > k["window"] for k in tagged)
+    assert any(sum(k["sizes"]) > 2 * k["window"] for k in tagged)
     assert any(k["window"] == 1 for k in _kwargs("18-steps") + _kwargs("18-chunks") + _kwargs("18-attention"))
     for check_id in ("18-attention", "18-forward"):
         pads = [k["pad_mask"] for k in _kwargs(check_id)]
@@ -87,7 +90,7 @@ def test_masks_are_the_windows_definition(reference):
 
 
 def test_every_cached_step_of_the_reference_is_the_windowed_recomputation(reference):
-    for kwargs in _kwargs("18-steps") + _kwargs("18-chunks"):
+    for kwargs in _kwargs("18-steps") + _kwargs("18-chunks") + [k for k in _kwargs("18-ring") if "chunks" in k]:
         got = probes.steps(reference, **kwargs)
         gpt = probes.nope_model(reference, kwargs["config"], kwargs["seed"])
         want = reference.windowed_forward(gpt, kwargs["idx"], kwargs["window"])
