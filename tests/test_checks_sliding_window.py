@@ -177,3 +177,20 @@ def test_readme_worked_numbers(readme, reference):
     for p in range(8):
         _, _, positions = cache.append(0, torch.zeros(1, 1, 1, 2), torch.zeros(1, 1, 1, 2))
     assert str([int(p) for p in positions]) in text
+
+
+def test_the_feedback_figures_show_the_window_and_the_growing_reach(reference):
+    from grader.checks import figures_for
+
+    exercise = load_course(check_files=False).exercise("18")
+    plan = CheckPlan.build(checks.CHECKS, figures=figures_for(exercise))
+    assert set(plan.figures) == {"sliding-window", "receptive-field"}
+    for figure, index in plan.figures.values():
+        value = _call(reference, plan.calls[index])[figure.path[0]]
+        queries, keys = figure.axes
+        assert tuple(value.shape) == (len(queries), len(keys)) and set(value.unique().tolist()) <= {0.0, 1.0}
+        if figure.name == "sliding-window":
+            assert (value.sum(-1) <= checks.FIGURE_WINDOW).all()
+        else:   # after L layers: the last L (W - 1) + 1 positions, exactly
+            assert value.sum(-1).tolist() == [reference.receptive_field(L, checks.FIGURE_WINDOW) for L in (1, 2, 3)]
+            assert value[:, -1].all()

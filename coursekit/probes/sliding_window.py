@@ -106,6 +106,40 @@ def pad_invariance(module: ModuleType, config: dict, seed: int, idx: torch.Tenso
     return {"real": real[0], "again": real[1], "finite": bool(all(torch.isfinite(r).all() for r in real))}
 
 
+# --- pictures (feedback figures and the README's figure) ------------------------
+
+def window_picture(module: ModuleType, n: int, window: int) -> dict:
+    """sliding_window_mask(n, n, window) as what each query sees: 1 where
+    it may attend, 0 where blocked (n, n), float64."""
+    return {"visible": (~module.sliding_window_mask(n, n, window).bool()).to(torch.float64)}
+
+
+def reach(module: ModuleType, config: dict, seed: int, n: int, window: int, depths: list[int]) -> dict:
+    """Which positions can influence the last token's logits through
+    windowed_forward, for models of each depth in ``depths``: (len(depths),
+    n), 1 where the gradient of the last position's logits reaches that
+    position's embedding, else 0. Measured on the submission's own model."""
+    rows = []
+    for depth in depths:
+        gpt = nope_model(module, {**config, "num_layers": depth}, seed)
+        found: list[torch.Tensor] = []
+
+        def keep(_module, _args, output):
+            output.retain_grad()
+            found.append(output)
+
+        handle = gpt.tok_emb.register_forward_hook(keep)
+        try:
+            with torch.enable_grad():
+                logits = module.windowed_forward(gpt, torch.arange(n)[None] % config["vocab_size"], window)
+                logits[0, -1].sum().backward()
+        finally:
+            handle.remove()
+        grad = found[0].grad if found and found[0].grad is not None else torch.zeros(1, n, 1)
+        rows.append((grad[0].abs().sum(-1) > 0).to(torch.float64))
+    return {"reach": torch.stack(rows)}
+
+
 # --- the rolling cache -----------------------------------------------------------
 
 @torch.no_grad()

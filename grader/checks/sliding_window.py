@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks import (Check, all_of, deep_close, error_type_equal, no_forbidden_calls, plain_equal, requiring,
+from grader.checks import (Check, Figure, all_of, deep_close, error_type_equal, no_forbidden_calls, plain_equal, requiring,
                            tensors_close, text)
 from grader.checks.kv_cache import model_config
 from grader.checks.work import Cost, cheaper_than_recomputing
@@ -277,3 +277,28 @@ CHECKS = requiring([
     # its checks pay only once a cached step is measured to cost far less.
     "18-steps": ("18-cache-cost",), "18-chunks": ("18-cache-cost",), "18-ring": ("18-steps",),
     "18-domain": ("18-mask",)})
+
+# The README's picture: 12 positions, a window of 3; the last token's reach
+# grows by window - 1 per layer (3, 5, 7 positions). Public inputs only.
+FIGURE_CONFIG = {"vocab_size": 16, "context_length": 4, "d_model": 8, "num_heads": 2, "num_layers": 1}
+FIGURE_LENGTH, FIGURE_WINDOW = 12, 3
+FIGURES = [
+    Figure(
+        name="sliding-window",
+        title=text("the window: 1 where a query may attend (12 positions, window 3; rows: queries, columns: keys)",
+                   "窗口：query 可以关注的位置为 1（12 个位置，窗口为 3；行：query，列：key）"),
+        call=ProbeCall(f"{PROBES}:window_picture", {"n": FIGURE_LENGTH, "window": FIGURE_WINDOW}),
+        path=("visible",),
+        axes=(tuple(str(p) for p in range(FIGURE_LENGTH)), tuple(str(p) for p in range(FIGURE_LENGTH))),
+    ),
+    Figure(
+        name="receptive-field",
+        title=text("the positions whose token changes the last token's logits, after 1, 2 and 3 windowed layers "
+                   "(window 3; columns: positions)",
+                   "经过 1、2、3 层窗口注意力后，哪些位置的 token 会改变最后一个 token 的 logits（窗口为 3；列：位置）"),
+        call=ProbeCall(f"{PROBES}:reach", {"config": FIGURE_CONFIG, "seed": 0, "n": FIGURE_LENGTH,
+                                          "window": FIGURE_WINDOW, "depths": [1, 2, 3]}),
+        path=("reach",),
+        axes=(("L=1", "L=2", "L=3"), tuple(str(p) for p in range(FIGURE_LENGTH))),
+    ),
+]
