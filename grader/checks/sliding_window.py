@@ -84,10 +84,11 @@ def _forward_calls(gen: torch.Generator) -> list[ProbeCall]:
     for index in range(5):
         config = model_config(gen, min_layers=2)   # a NaN in one layer reaches real tokens in the next
         window, n = _window_and_length(gen, config)
-        batch = _int(gen, 1, 3)
+        padded = index % 2 == 1
+        batch = _int(gen, 2 if padded else 1, 3)
         calls.append(ProbeCall(f"{PROBES}:forward", {
             "config": config, "seed": _seed(gen), "idx": _tokens(gen, config, (batch, n)), "window": window,
-            "pad_mask": _left_pad_mask(gen, batch, n) if index % 2 and batch > 1 else None}))
+            "pad_mask": _left_pad_mask(gen, batch, n) if padded else None}))
     return calls
 
 
