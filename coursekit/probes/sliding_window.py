@@ -185,6 +185,32 @@ def ring_sizes(result: dict) -> list[int]:
     return [max(t.size(-2) for pair in step for t in pair) for step in result["rings"]]
 
 
+def placement(module: ModuleType, config: dict, idx: torch.Tensor, window: int, prefill: int,
+              pad_mask: torch.Tensor | None = None) -> dict:
+    """:func:`coursekit.probes.placement.placement` of windowed_forward
+    over ``idx`` (with ``pad_mask`` when given), then forward_cached of a
+    prefill of ``prefill`` tokens and the rest one by one through a new
+    cache, on PyTorch's meta device: every mask, position and cache tensor
+    must be made on the inputs' device."""
+    from coursekit.probes.placement import placement as on_meta
+
+    gpt_module = load_module(Path(module.__file__).resolve().parent, "gpt")
+
+    def build() -> nn.Module:
+        gpt = gpt_module.GPT(**config)
+        gpt.pos_emb = None
+        return gpt
+
+    def run(gpt: nn.Module, tokens: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        full = module.windowed_forward(gpt, tokens, window, mask)
+        cache = module.RollingKVCache(config["num_layers"], window)
+        steps = [module.forward_cached(gpt, tokens[:, :prefill], cache)]
+        steps += [module.forward_cached(gpt, tokens[:, t:t + 1], cache) for t in range(prefill, tokens.size(1))]
+        return torch.cat([full, *steps], dim=1)
+
+    return on_meta(build, (idx, pad_mask), call=run)
+
+
 # --- the work a cache saves, measured by the grader from outside ------------
 # As exercise 14's (coursekit/probes/kv_cache.py): the grader reads the
 # child's CPU time around each call, sent alone; one thread.

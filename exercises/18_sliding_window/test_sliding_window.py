@@ -7,6 +7,7 @@ all tokens so far, in float64 to 1e-9, at every step past the context; a
 window as long as the sequence is the shipped causal attention; padding
 never changes a real token's output.
 """
+import pytest
 import torch
 
 from coursekit import expect
@@ -257,6 +258,17 @@ def test_does_not_modify_its_inputs(student):
                 actual="modified")
     _, steps, _ = cached(student, 10, [3, 1, 1])
     expect.that(steps["inputs_unchanged"], what="idx after forward_cached", expected="unchanged", actual="modified")
+
+
+@pytest.mark.parametrize("padded", [False, True], ids=["plain", "padded"])
+def test_runs_on_the_inputs_device(student, padded):
+    # PyTorch's meta device stands in for a GPU: a mask or position tensor
+    # created without device= lands on the CPU and meets the inputs' device.
+    result = probes.placement(student, MODEL, tokens(12, 2, 9), WINDOW, 2, pad_mask(2, 9) if padded else None)
+    expect.equal(result["placement"] if result["placement"] != "unchecked" else "ok", "ok",
+                 what="the model, idx (and pad_mask) on the meta device: every tensor windowed_forward and "
+                      "forward_cached make on idx's device (create masks and positions with device=idx.device) "
+                      f"{result['detail']}".rstrip())
 
 
 def test_uses_no_builtin_attention(student):

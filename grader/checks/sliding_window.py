@@ -17,6 +17,7 @@ import torch
 
 from grader.checks import (Check, Figure, all_of, deep_close, error_type_equal, no_forbidden_calls, plain_equal, requiring,
                            tensors_close, text)
+from grader.checks.devices import device_check
 from grader.checks.kv_cache import model_config
 from grader.checks.work import Cost, cheaper_than_recomputing
 from grader.sandbox import ProbeCall
@@ -127,6 +128,19 @@ def _field_calls(gen: torch.Generator) -> list[ProbeCall]:
     cases = [(1, 1), (0, 4), (1, 4), (3, 1), (2, 3), (32, 4096)]
     cases += [(_int(gen, 0, 40), _int(gen, 1, 5000)) for _ in range(12)]
     return [ProbeCall(f"{PROBES}:receptive_fields", {"cases": cases})]
+
+
+def _device_calls(gen: torch.Generator) -> list[ProbeCall]:
+    """The windowed model and a cache that wraps, without padding and with a left-padded batch."""
+    calls = []
+    for padded in (False, True):
+        config = model_config(gen)
+        window = _int(gen, 1, 3)
+        n = 3 * window + 2
+        calls.append(ProbeCall(f"{PROBES}:placement", {
+            "config": config, "idx": _tokens(gen, config, (2, n)), "window": window, "prefill": _int(gen, 1, 2),
+            "pad_mask": _left_pad_mask(gen, 2, n) if padded else None}))
+    return calls
 
 
 def _unmodified(submitted: object, expected: object) -> str | None:
@@ -272,12 +286,13 @@ CHECKS = requiring([
         run_rule=cheaper_than_recomputing([Cost(f"{PROBES}:cost_steps", YARDSTICK, COST_STEPS, RECOMPUTED)],
                                           could_not_tell=COULD_NOT_TELL),
     ),
+    device_check("18-device", _device_calls, owner="windowed_forward and forward_cached", pitfalls=(), seed=9),
     no_forbidden_calls("18", requires=("18-attention",)),
 ], {
     # A cache whose values are right without the saving is not the exercise:
     # its checks pay only once a cached step is measured to cost far less.
     "18-steps": ("18-cache-cost",), "18-chunks": ("18-cache-cost",), "18-ring": ("18-steps",),
-    "18-domain": ("18-mask",)})
+    "18-domain": ("18-mask",), "18-device": ("18-forward", "18-steps")})
 
 # The README's picture: 12 positions, a window of 3; the last token's reach
 # grows by window - 1 per layer (3, 5, 7 positions). Public inputs only.

@@ -82,6 +82,7 @@ class RollingKVCache:
         if window < 1:
             raise ValueError(f"window={window}: the cache must hold at least one position")
         self.window = window
+        self._slots = window                                            # the ring's size
         self.keys: list[torch.Tensor | None] = [None] * num_layers      # each (b, h, min(seen, window), hd)
         self.values: list[torch.Tensor | None] = [None] * num_layers
         self._seen = [0] * num_layers                                   # positions appended, per layer
@@ -95,11 +96,12 @@ class RollingKVCache:
         """The number of positions appended so far (in layer 0): the next token's position."""
         return self._seen[0]
 
-    def _held_positions(self, layer: int, device: torch.device) -> torch.Tensor:
-        """The position each slot of ``layer`` holds: slot s, the latest p < seen with p % window == s."""
-        seen, held = self._seen[layer], (0 if self.keys[layer] is None else self.keys[layer].size(-2))
-        slots = torch.arange(held, device=device)
-        return slots + self.window * ((seen - 1 - slots) // self.window)
+    def _slot_positions(self, seen: int, device: torch.device) -> torch.Tensor:
+        """The position each slot holds after ``seen`` positions: slot s,
+        the latest p < seen with p % slots == s (arithmetic only: no
+        data-dependent shape, so it runs on any device)."""
+        slots = torch.arange(min(seen, self._slots), device=device)
+        return slots + self._slots * ((seen - 1 - slots) // self._slots)
 
     def append(self, layer: int, k: torch.Tensor, v: torch.Tensor
                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -108,24 +110,19 @@ class RollingKVCache:
         followed by the new ones, (b, h, held + n, hd), and the position of
         each, (held + n,). Then keeps only the last ``window`` positions."""
         seen, n = self._seen[layer], k.size(-2)
-        positions = torch.cat([self._held_positions(layer, k.device),
+        held = 0 if self.keys[layer] is None else self.keys[layer].size(-2)
+        positions = torch.cat([self._slot_positions(seen, k.device),
                                torch.arange(seen, seen + n, device=k.device)])
         if self.keys[layer] is not None:
             k = torch.cat([self.keys[layer], k], dim=-2)
             v = torch.cat([self.values[layer], v], dim=-2)
-        # The last `slots` positions go to their slots, p % slots: a chunk
-        # longer than the window keeps only its own last positions.
-        slots = self.window
-        total = seen + n
-        keep = positions >= total - slots
-        slot = positions[keep] % slots
-        size = min(total, slots)
-        ring_k = k.new_empty(*k.shape[:-2], size, k.size(-1))
-        ring_v = v.new_empty(*v.shape[:-2], size, v.size(-1))
-        ring_k[..., slot, :] = k[..., keep, :]
-        ring_v[..., slot, :] = v[..., keep, :]
-        self.keys[layer], self.values[layer] = ring_k, ring_v
-        self._seen[layer] = total
+        # Each slot keeps the latest position it can hold: a new one, found
+        # at held + (p - seen), or else the one the slot already held. A
+        # chunk longer than the window keeps only its own last positions.
+        kept = self._slot_positions(seen + n, k.device)
+        index = torch.where(kept >= seen, held + kept - seen, torch.arange(kept.numel(), device=k.device))
+        self.keys[layer], self.values[layer] = k.index_select(-2, index), v.index_select(-2, index)
+        self._seen[layer] = seen + n
         return k, v, positions
 
 
