@@ -27,6 +27,7 @@ from coursekit.loader import load_module
 from grader.course import REPO_ROOT, Course, load_course
 from grader.fixtures_layers import decoder_10, encoder_09
 from grader.fixtures_rope import rope_16
+from grader.fixtures_sliding_window import sliding_window_18
 from grader.intake.submissions import assemble
 
 Values = dict[str, torch.Tensor]
@@ -119,6 +120,7 @@ FIXTURES: dict[str, tuple[str, str, Callable[[ModuleType, ModuleType], Values]]]
     "decoder_10": ("10", "test_decoder.py", decoder_10),
     "training_13": ("13", "test_training.py", training_13),
     "rope_16": ("16", "test_rope.py", rope_16),
+    "sliding_window_18": ("18", "test_sliding_window.py", sliding_window_18),
 }
 
 

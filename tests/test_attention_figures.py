@@ -228,10 +228,12 @@ def test_the_recording_helpers_are_shared_not_copied():
 
 # --- the committed figures ------------------------------------------------------------------------
 
-FIGURE_NAMES = {"copy_cross_attention.svg", "copy_no_positional_encoding.svg", "gpt_self_attention.svg"}
+FIGURE_NAMES = {"copy_cross_attention.svg", "copy_no_positional_encoding.svg", "gpt_self_attention.svg",
+                "sliding_window_reach.svg"}
 READMES = {
     "11_transformer": {"copy_cross_attention.svg", "copy_no_positional_encoding.svg"},
     "12_gpt": {"gpt_self_attention.svg"},
+    "18_sliding_window": {"sliding_window_reach.svg"},
 }
 
 

@@ -65,6 +65,8 @@ RIGHT_CHOICE = {
     "rope-padding-row-start": "Nothing changes",
     "rope-pairing-conversion": "Permute the rows of W_query and W_key",
     "rope-cache-contents": "Its key rotated at its own position",
+    "sliding-visible-keys": "7 to 10 (four keys)",
+    "sliding-cache-exact": "no layer ever looks further back than the window",
 }
 
 # Short answers: phrasings that must score (at least five each, in both
@@ -220,6 +222,14 @@ def test_numeric_keys_match_closed_forms(course, drawn, keys):
         expected["kv-cache-bytes-per-token"] = 2 * kv["num_layers"] * d * kv["value_bytes"]
         t, gap = p["temperature-probability"]["temperature"], p["temperature-probability"]["gap"]
         expected["temperature-probability"] = math.exp(gap / t) / (math.exp(gap / t) + math.exp(1 / t) + 1)
+        # Part D (18): L (W - 1) + 1 positions; min(tokens, window) positions of keys and values per
+        # layer; position p in slot p % window.
+        rf = p["sliding-receptive-field"]
+        expected["sliding-receptive-field"] = rf["num_layers"] * (rf["window"] - 1) + 1
+        rc = p["sliding-rolling-cache-bytes"]
+        expected["sliding-rolling-cache-bytes"] = (2 * rc["num_layers"] * d * min(rc["tokens"], rc["window"])
+                                                   * rc["value_bytes"])
+        expected["sliding-ring-slot"] = p["sliding-ring-slot"]["position"] % p["sliding-ring-slot"]["window"]
         position, column = p["pe-value"]["position"], p["pe-value"]["column"]
         angle = position / 10000 ** ((column - column % 2) / d)
         expected["pe-value"] = math.sin(angle) if column % 2 == 0 else math.cos(angle)

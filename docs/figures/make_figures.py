@@ -15,6 +15,10 @@ run of the same torch build; about 15 s on 2 cores):
 - ``gpt_self_attention.svg``: exercise 12's GPT, trained for a few
   seconds on the Zen of Python (real text that every Python carries:
   ``import this``), its two blocks' self-attention on the first line.
+- ``sliding_window_reach.svg``: exercise 18's window mask (12 positions,
+  window 3), and which positions reach the last token after 1, 2 and 3
+  windowed layers, measured by gradients through the reference's
+  ``windowed_forward`` (the probes the feedback figures use).
 
 ``--check`` compares with the committed files instead of writing them
 (exit 1 on a difference).
@@ -126,6 +130,25 @@ def gpt_figure(gpt) -> dict[str, str]:
         axes=("earlier characters (keys)", "characters (queries)"))}
 
 
+def sliding_window_figure(reference) -> dict[str, str]:
+    from coursekit.probes import sliding_window as probes
+    from grader.checks import sliding_window as checks
+
+    n, window = checks.FIGURE_LENGTH, checks.FIGURE_WINDOW
+    positions = [str(p) for p in range(n)]
+    visible = probes.window_picture(reference, n, window)["visible"].tolist()
+    reached = probes.reach(reference, checks.FIGURE_CONFIG, 0, n, window, [1, 2, 3])["reach"].tolist()
+    return {"sliding_window_reach.svg": attention_figure(
+        [Panel((f"the window, W = {window}", f"窗口，W = {window}"), visible, positions, positions),
+         Panel(("what reaches the last token", "能到达最后一个 token 的位置"), reached,
+               ["L=1", "L=2", "L=3"], positions)],
+        (f"Left: each query sees its last {window} positions. Right: after L layers the last token is reached "
+         f"from L (W - 1) + 1 positions: {', '.join(str(int(sum(r))) for r in reached)}.",
+         f"左：每个 query 看到它最后 {window} 个位置。右：经过 L 层后，能到达最后一个 token 的位置有 "
+         f"L (W - 1) + 1 个：{'、'.join(str(int(sum(r))) for r in reached)}。"),
+        axes=("positions (keys)", "queries, or the number of layers L"))}
+
+
 def make_all() -> dict[str, str]:
     """File name -> SVG text, for every figure."""
     threads = torch.get_num_threads()
@@ -134,6 +157,7 @@ def make_all() -> dict[str, str]:
         with tempfile.TemporaryDirectory() as work:
             figures = copy_figures(reference_module("11_transformer", "transformer", Path(work)))
             figures.update(gpt_figure(reference_module("12_gpt", "gpt", Path(work))))
+            figures.update(sliding_window_figure(reference_module("18_sliding_window", "sliding_window", Path(work))))
     finally:
         torch.set_num_threads(threads)
     return {name: str(svg) + "\n" for name, svg in figures.items()}

@@ -187,6 +187,37 @@ def _rope_wavelength(ref, head_dim, pair, base):
     return 2 * math.pi / math.atan2(float(sin[1, int(pair)]), float(cos[1, int(pair)]))
 
 
+# --- part D: sliding-window attention (exercise 18)
+
+@computation("receptive_field", exercise="18")
+def _receptive_field(ref, num_layers, window):
+    return int(ref.receptive_field(int(num_layers), int(window)))
+
+
+@computation("rolling_cache_bytes", exercise="18")
+def _rolling_cache_bytes(ref, d_model, num_heads, num_layers, window, tokens, value_bytes):
+    """The bytes the reference's rolling cache holds after ``tokens`` tokens
+    of one sequence through its NoPE GPT, at ``value_bytes`` per number."""
+    import torch
+    model = _gpt(ref, 8, 4, d_model, num_heads, num_layers).eval()
+    model.pos_emb = None
+    cache = ref.RollingKVCache(int(num_layers), int(window))
+    with torch.no_grad():
+        ref.forward_cached(model, torch.zeros(1, int(tokens), dtype=torch.long), cache)
+    return sum(t.numel() for t in [*cache.keys, *cache.values]) * int(value_bytes)
+
+
+@computation("ring_slot", exercise="18")
+def _ring_slot(ref, window, position):
+    """The slot of the reference's ring that holds ``position`` after positions 0..position."""
+    import torch
+    cache = ref.RollingKVCache(1, int(window))
+    for p in range(int(position) + 1):
+        tag = torch.full((1, 1, 1, 1), float(p))
+        cache.append(0, tag, tag)
+    return int((cache.keys[0][0, 0, :, 0] == float(position)).nonzero()[0])
+
+
 # ------------------------------------------------------------- the parent side
 
 
