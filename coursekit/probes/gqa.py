@@ -191,3 +191,17 @@ def measured_bytes_per_token(kv: object) -> float | None:
     if batch * tokens == 0:
         return None
     return sum(t.numel() * t.element_size() for t in kv) / (batch * tokens)
+
+
+def cached_placement(module: ModuleType, config: dict, x: torch.Tensor, prefill: int) -> dict:
+    """:func:`coursekit.probes.placement.placement` of a prefill of
+    ``prefill`` tokens of ``x`` and the rest as one more cached step, on
+    PyTorch's meta device: every mask and constant made on the inputs' device."""
+    from coursekit.probes.placement import placement
+
+    def run(gqa: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
+        first, kv = gqa.forward_cached(tokens[:, :prefill])
+        step, _ = gqa.forward_cached(tokens[:, prefill:], kv)
+        return torch.cat([first, step], dim=1)
+
+    return placement(lambda: getattr(module, GQA)(**config).eval(), (x,), call=run)

@@ -222,6 +222,15 @@ def test_the_cache_stops_at_the_context_length(student):
                                                     "(context_length=4): the exception raised")
 
 
+def test_runs_on_the_inputs_device(student):
+    # PyTorch's meta device stands in for a GPU: a mask made without
+    # device= lands on the CPU and meets the inputs' device.
+    result = probes.cached_placement(student, config(5, 8, 6, 4, 2), randn(2, 5, 5, seed=14).float(), 3)
+    expect.equal(result["placement"], "ok",
+                 what="the module and x on the meta device, a prefill of 3 tokens and a step of 2 through "
+                      f"forward_cached: every tensor made on x's device {result['detail']}".rstrip())
+
+
 def test_uses_no_builtin_attention(student):
     probes.repeat_kv_output(student, EXAMPLE, 2)   # a stub has nothing to inspect yet
     expect.no_forbidden_calls(student, advice="write the attention yourself (repeat_kv, scores, softmax)")

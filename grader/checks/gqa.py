@@ -17,6 +17,7 @@ import torch
 from coursekit.probes.gqa import measured_bytes_per_token, random_weights
 from grader.checks import (FUSED_ATTENTION, Check, Compare, all_of, deep_close, error_type_equal,
                            no_forbidden_calls, observing, plain_equal, requiring, tensors_close, text)
+from grader.checks.devices import device_check
 from grader.checks.multihead import GRADIENT_COMPARE, LOADED, MHA_STATE_COMPARE, UNTOUCHED
 from grader.sandbox import ProbeCall
 
@@ -160,6 +161,17 @@ def cache_calls(gen: torch.Generator) -> list[ProbeCall]:
     return calls
 
 
+def device_calls(gen: torch.Generator) -> list[ProbeCall]:
+    """A prefill and a chunk through forward_cached (forward is a prefill), GQA and MQA."""
+    calls = []
+    for pair in ((4, 2), (3, 1)):
+        config = gqa_config(gen, pair, min_context=4)
+        x = _randn(gen, 2, config["context_length"] - 1, config["d_in"], dtype=torch.float32)
+        calls.append(ProbeCall(G + "cached_placement", {"config": config, "x": x,
+                                                       "prefill": _int(gen, 1, x.size(1) - 1)}))
+    return calls
+
+
 def cache_limit_calls(gen: torch.Generator) -> list[ProbeCall]:
     calls = []
     for pair in ((4, 2), (2, 1)):
@@ -287,6 +299,7 @@ CHECKS = [
            "forward_cached raises ValueError when the cached and the new tokens exceed context_length",
            "已缓存与新输入的 token 合计超过 context_length 时，forward_cached 抛出 ValueError",
            cache_limit_calls, error_type_equal()),
+    device_check("17-device", device_calls, owner="GroupedQueryAttention (forward_cached)", pitfalls=(), seed=12),
     no_forbidden_calls("17", requires=("17-values",), kernels=("fused attention",)),
 ]
 
@@ -295,6 +308,7 @@ CHECKS = requiring(CHECKS, {
     # once the module computes the right thing.
     "17-divisibility": ("17-values",), "17-state": ("17-values",), "17-dropout": ("17-values",),
     "17-gradients": ("17-values",), "17-cache-limit": ("17-cache-values",),
+    "17-device": ("17-values", "17-cache-values"),
     # The tensors that came back are the cache only if the steps worked from them.
     "17-cache-heads": ("17-cache-values",),
 })
