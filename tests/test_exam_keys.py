@@ -67,6 +67,9 @@ RIGHT_CHOICE = {
     "rope-cache-contents": "Its key rotated at its own position",
     "sliding-visible-keys": "7 to 10 (four keys)",
     "sliding-cache-exact": "no layer ever looks further back than the window",
+    # Part D: grouped-query attention (notes/07_gqa.md)
+    "gqa-what-shrinks": "The number of attention scores each query head computes",
+    "gqa-repeat-order": "A, A, B, B",
 }
 
 # Short answers: phrasings that must score (at least five each, in both
@@ -230,6 +233,17 @@ def test_numeric_keys_match_closed_forms(course, drawn, keys):
         expected["sliding-rolling-cache-bytes"] = (2 * rc["num_layers"] * d * min(rc["tokens"], rc["window"])
                                                    * rc["value_bytes"])
         expected["sliding-ring-slot"] = p["sliding-ring-slot"]["position"] % p["sliding-ring-slot"]["window"]
+        # Part D (17): 2 L g hd bytes; q/g times smaller; query head m reads m // (q / g); parameters
+        # W_query d x d, W_key and W_value d x (g hd) each, out_proj d x d + d.
+        gb = p["gqa-cache-bytes-per-token"]
+        expected["gqa-cache-bytes-per-token"] = 2 * gb["num_layers"] * gb["kv_heads"] * gb["hd"] * gb["value_bytes"]
+        gs = p["gqa-cache-saving"]
+        expected["gqa-cache-saving"] = gs["q_heads"] / gs["kv_heads"]
+        gh = p["gqa-kv-head-of-query"]
+        expected["gqa-kv-head-of-query"] = gh["m"] // (gh["q_heads"] // gh["kv_heads"])
+        gp = p["gqa-parameters"]
+        dq = gp["q_heads"] * gp["hd"]
+        expected["gqa-parameters"] = dq * dq + 2 * dq * gp["kv_heads"] * gp["hd"] + dq * dq + dq
         position, column = p["pe-value"]["position"], p["pe-value"]["column"]
         angle = position / 10000 ** ((column - column % 2) / d)
         expected["pe-value"] = math.sin(angle) if column % 2 == 0 else math.cos(angle)

@@ -155,6 +155,30 @@ def _tied_parameters_saved(ref, vocab_size, context_length, d_model, num_heads, 
     return count(False) - count(True)
 
 
+# --- part D: grouped-query attention (exercise 17)
+
+def _gqa(ref, num_heads, num_kv_heads, head_dim, d_in=None):
+    d_out = int(num_heads) * int(head_dim)
+    return ref.GroupedQueryAttention(int(d_in or d_out), d_out, 4, 0.0, int(num_heads), int(num_kv_heads))
+
+
+@computation("gqa_cache_bytes_per_token", exercise="17")
+def _gqa_cache_bytes_per_token(ref, num_layers, num_heads, num_kv_heads, head_dim, value_bytes):
+    """What one more token adds to the KV cache of ``num_layers`` reference
+    GroupedQueryAttention layers: the keys and values its forward_cached
+    returns for one token (the cache itself, measured), at ``value_bytes`` per number."""
+    import torch
+    layer = _gqa(ref, num_heads, num_kv_heads, head_dim).eval()
+    with torch.no_grad():
+        _, (keys, values) = layer.forward_cached(torch.zeros(1, 1, layer.W_query.in_features))
+    return (keys.numel() + values.numel()) * int(num_layers) * int(value_bytes)
+
+
+@computation("gqa_parameters", exercise="17")
+def _gqa_parameters(ref, num_heads, num_kv_heads, head_dim, d_in=None):
+    return sum(p.numel() for p in _gqa(ref, num_heads, num_kv_heads, head_dim, d_in).parameters())
+
+
 @computation("temperature_probability")
 def _temperature_probability(ref, temperature, first, second, third=0.0):
     """The probability of the first token when sampling from logits
