@@ -10,6 +10,7 @@ import re
 import torch
 
 from grader.course import REPO_ROOT
+from hidden_values import graded_values
 from grader.gradebook import Key, Record
 from grader.intake.submissions import assemble
 from grader.own_errors import REPLAY_SALT, describe, replay_call
@@ -62,28 +63,6 @@ def test_a_students_own_error_shows_its_file_line_input_kind_and_message(judge, 
     assert "mask must have as many dimensions" in _pages(course, exercise, result)
 
 
-def _graded_values(judge, exercise, folder) -> set[str]:
-    """Every number of the graded inputs, as ``tolist()`` writes it, with
-    ten digits or more (float16's few values recur by chance in any draw)."""
-    seed = judge.inputs.seed(exercise.id, (folder / exercise.module).read_bytes())
-    values: set[str] = set()
-
-    def walk(value: object) -> None:
-        if isinstance(value, torch.Tensor) and value.is_floating_point():
-            values.update(r for r in map(repr, value.flatten().tolist()) if len(r.lstrip("-")) >= 12)
-        elif isinstance(value, dict):
-            for item in value.values():
-                walk(item)
-        elif isinstance(value, (list, tuple)):
-            for item in value:
-                walk(item)
-
-    for call in judge.input_set(exercise, seed).plan.calls:
-        walk(call.kwargs)
-    assert len(values) > 100
-    return values
-
-
 def test_hidden_values_written_into_an_exception_never_reach_the_feedback(judge, course, tmp_path):
     exercise, folder, result = _graded(judge, course, tmp_path, _with(LEAK))
     raised = [v for v in result.verdicts if v.kind == "raised ValueError"]
@@ -91,7 +70,7 @@ def test_hidden_values_written_into_an_exception_never_reach_the_feedback(judge,
     pages = _pages(course, exercise, result)
     shown = set(re.findall(r"-?\d+\.\d{6,}", pages))
     assert shown, "the replay's own numbers are shown (its inputs grade nobody)"
-    common = shown & _graded_values(judge, exercise, folder)
+    common = shown & graded_values(judge, exercise, folder)
     assert not common, [(c, [v.check_id for v in raised if c in v.reason]) for c in sorted(common)[:5]]
 
 
