@@ -38,7 +38,11 @@ def deep_close(*, atol: float = 1e-5, rtol: float = 1e-4, ignore: tuple[str, ...
                 if (reason := walk(a, b, where)) is not None:
                     return reason
             return None
-        return None if type(mine) is type(theirs) and mine == theirs else f"wrong result{place}"
+        if type(mine) is type(theirs) and mine == theirs:
+            return None
+        # A probe's fact that an input came back as it was: the input is what differs, not a value.
+        return "modified its input in place" if where and where[-1].endswith("_unchanged") and theirs is True \
+            else f"wrong result{place}"
 
     return lambda submitted, expected: walk(submitted, expected, ())
 
