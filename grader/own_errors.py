@@ -35,7 +35,7 @@ from grader.checks.input_words import attention_inputs
 from grader.checks.inputs import check_seed
 from grader.course import Text
 from grader.failures import Failure
-from grader.feedback import ShapeSymbols, input_shapes
+from grader.feedback import ShapeSymbols, exception_name, input_shapes
 from grader.sandbox import CallResult, ProbeCall
 
 # Any fixed number: replay inputs are drawn from it and grade no submission
@@ -110,8 +110,12 @@ def replay_call(check: Check, offset: int, graded: ProbeCall) -> ProbeCall | Non
 
 
 def shown_message(call: CallResult) -> str:
-    """The replay's message: one line, printable, bounded."""
-    text = "".join(c for c in " ".join((call.error or "").split()) if c.isprintable())
+    """The replay's message: one line, printable, bounded; its exception's
+    class named only when builtin or torch (grader/feedback.py), as everywhere."""
+    text = " ".join((call.error or "").split())
+    own = str(call.error_type or "")
+    message = text[len(own) + 2:] if own and text.startswith(own + ": ") else ("" if text == own else text)
+    text = "".join(c for c in f"{exception_name(own)}: {message}".rstrip(": ") if c.isprintable())
     return text if len(text) <= MESSAGE_LIMIT else text[: MESSAGE_LIMIT - 1] + "…"
 
 
