@@ -19,9 +19,10 @@ from dataclasses import dataclass
 
 import torch
 
-from grader.checks import COULD_NOT_TELL, Check, CouldNotTell
+from grader.checks import COULD_NOT_TELL, Check, CheckPlan, CouldNotTell
+from grader.course import Exercise
 from grader.checks.forbidden import unwrapped, unwrapped_value
-from grader.feedback import ShapeSymbols, exception_name, input_shapes, memory_limit, shape_detail, shape_error_kind
+from grader.feedback import Phrase, ShapeSymbols, exception_name, input_shapes, memory_limit, shape_detail, shape_error_kind
 from grader.sandbox import CallResult, ProbeCall, RunResult
 
 NOT_IMPLEMENTED = "not implemented yet"
@@ -266,3 +267,22 @@ def resemblance(calls: slice, submission: RunResult, variant: RunResult, expecte
     if off == 0:
         return None if apart == 0 else math.inf
     return math.sqrt(apart / off)
+
+
+_CALL = re.compile(r"(?:during call|^call) (\d+)")
+
+
+def run_where(run: RunResult, plan: CheckPlan, exercise: Exercise) -> Phrase:
+    """Where in the run it broke: importing, or the check whose call was
+    running (by its public id, never the internal probe)."""
+    head = run.reason.split(": ", 1)[0]  # the sandbox's own fixed words
+    if "while importing" in head or "while starting" in head or run.status == "import_error":
+        return Phrase(en=f" while importing {exercise.module}", zh=f"（导入 {exercise.module} 时）")
+    match = _CALL.search(head)
+    index = int(match.group(1)) - 1 if match else len(run.calls)
+    owner = next((check_id for check_id, calls in plan.slices.items() if calls.start <= index < calls.stop), None)
+    if owner is None:
+        return Phrase(en=" while drawing a feedback figure", zh="（绘制反馈图时）") if index < len(plan.calls) \
+            else Phrase(en="", zh="")
+    return Phrase(en=f" during call {index + 1} of {len(plan.calls)}, in check {owner}",
+                zh=f"（第 {index + 1}/{len(plan.calls)} 次调用，检查 {owner}）")

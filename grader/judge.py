@@ -34,10 +34,11 @@ from pathlib import Path
 from grader.checks import COULD_NOT_TELL, Check, CheckPlan, checks_for, counting, figures_for
 from grader.checks.inputs import HiddenInputs
 from grader.course import REPO_ROOT, Course, Exercise, Text
-from grader.failures import DETAIL_LIMIT, NOT_RUN, Failure, check_failure, first_failure, same_signature
+from grader.failures import DETAIL_LIMIT, NOT_RUN, Failure, check_failure, first_failure, run_where, same_signature
 from grader.figures import run_figures
-from grader.feedback import Phrase, both, missing_names, run_cause, source_problem
+from grader.feedback import both, missing_names, run_cause, source_problem
 from grader.course.pitfalls import load_variants
+from grader import own_errors
 from grader.matching import (Evidence, evidence, explain_by_confirmed, guess_fits, one_per_mistake, same_outputs,
                              unexplained)
 from grader.sandbox import RunResult, Sandbox
@@ -246,6 +247,9 @@ class Judge:
         failures = {check.id: check_failure(check, plan.slices[check.id], run, expected, source, limits, plan.calls,
                                             reveal=inputs.seed is not None and not (check.fixed_inputs or check.anchored))
                     for check in plan.checks}
+        # A raised exception told where, on what, and its message, from a replay on ungraded inputs.
+        failures = own_errors.explain(self.sandbox, folder, exercise.module_name, plan, run, failures,
+                                      per_submission=inputs.seed is not None)
         # A check counts when it passes and so does every check it requires
         # (in any order: the requirement is that behaviour, not its points).
         passed = {check_id for check_id, failure in failures.items() if failure is None}
@@ -354,7 +358,7 @@ class Judge:
                             f"{exercise.module} 的顶层没有定义 {names}（检查名字的拼写）；需要它的检查无法运行")
             return ""
         problem = source_problem(source, exercise.module) if source is not None else None
-        where = _where(run, plan, exercise)
+        where = run_where(run, plan, exercise)
         cause = run_cause(run.status, run.reason, limits=limits, where=where, problem=problem,
                           module=exercise.module)
         return both(cause.en, cause.zh)
@@ -379,22 +383,3 @@ def _not_started(verdicts: list[Verdict]) -> bool:
     NotImplementedError or waits for one that did."""
     return not any(v.passed for v in verdicts) and all(v.kind in ("not_implemented", "requires") for v in verdicts) \
         and any(v.kind == "not_implemented" for v in verdicts)
-
-
-_CALL = re.compile(r"(?:during call|^call) (\d+)")
-
-
-def _where(run: RunResult, plan: CheckPlan, exercise: Exercise) -> Phrase:
-    """Where in the run it broke: importing, or the check whose call was
-    running (by its public id, never the internal probe)."""
-    head = run.reason.split(": ", 1)[0]  # the sandbox's own fixed words
-    if "while importing" in head or "while starting" in head or run.status == "import_error":
-        return Phrase(en=f" while importing {exercise.module}", zh=f"（导入 {exercise.module} 时）")
-    match = _CALL.search(head)
-    index = int(match.group(1)) - 1 if match else len(run.calls)
-    owner = next((check_id for check_id, calls in plan.slices.items() if calls.start <= index < calls.stop), None)
-    if owner is None:
-        return Phrase(en=" while drawing a feedback figure", zh="（绘制反馈图时）") if index < len(plan.calls) \
-            else Phrase(en="", zh="")
-    return Phrase(en=f" during call {index + 1} of {len(plan.calls)}, in check {owner}",
-                zh=f"（第 {index + 1}/{len(plan.calls)} 次调用，检查 {owner}）")

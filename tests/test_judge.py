@@ -1,12 +1,15 @@
 """The judge on real sandboxed runs: verdicts come from comparing plain data
 with the reference, stubs get no hints, pitfalls are confirmed by variants,
 and the grader refuses to grade without filesystem isolation."""
+import re
+
 import pytest
 
 from grader.course import REPO_ROOT
 from grader.judge import GraderError, Judge
 from grader.sandbox import Limits, Sandbox
 from grader.intake.submissions import assemble
+from hidden_values import graded_values
 
 
 # `judge`: conftest's session judge (the course's limits, references run once).
@@ -53,12 +56,16 @@ def test_a_correct_solution_written_differently_gets_full_marks(course, judge, t
 def test_messages_and_reasons_reveal_no_hidden_value(course, judge, tmp_path):
     source = "import torch\n\n\ndef softmax(x, dim=-1):\n    raise ValueError(f'shape {tuple(x.shape)} values {x.tolist()}')\n"
     result = _grade(judge, course.exercise("01"), source, tmp_path)
+    folder = tmp_path / "submission"
     shown = repr([{k: v for k, v in verdict.to_dict().items() if k != "instructor_detail"}
                   for verdict in result.verdicts])
-    assert "shape (" not in shown and "values [" not in shown
+    # The message shown is the one raised on ungraded inputs of the same kind
+    # (grader/own_errors.py): nothing of the graded inputs.
+    assert not set(re.findall(r"-?\d+\.\d{6,}", shown)) & graded_values(judge, course.exercise("01"), folder)
     # The instructor may read the raw error; it lives in its own field only.
     assert any("values [" in v.instructor_detail for v in result.verdicts)
-    assert {v.reason for v in result.verdicts if v.reason != "counts once 01-random-shapes passes"} == {"raised ValueError"}
+    assert all(v.reason.startswith("raised ValueError") for v in result.verdicts
+               if v.reason != "counts once 01-random-shapes passes")
 
 
 def test_grading_without_filesystem_isolation_is_refused(course, monkeypatch):

@@ -121,6 +121,10 @@ def test_an_exception_fails_one_call_in_one_line_and_the_run_goes_on(sandbox, tm
     assert first.error == "RuntimeError: shape mismatch second line"  # one line
     assert (second.ok, second.error_type) == (False, "AttributeError")
     assert third == CallResult(ok=True, value=2)
+    # Where: the submission's own file and line (the raise in fails()), never
+    # a probe's frame; a call that never reached the submission has none.
+    assert first.where == ("submission.py", NORMAL.splitlines().index('    raise RuntimeError("shape mismatch\\nsecond line")') + 1)
+    assert second.where is None
 
 
 def test_an_unknown_probe_fails_only_its_call(sandbox, tmp_path):

@@ -167,7 +167,9 @@ def test_estimate_loss_in_eval_mode_without_gradients(student):
                                                           "(torch.is_grad_enabled())", pitfalls=["eval-mode-missing"])
     expected = stored()["estimate"].item()
     got = result["loss"].item()
-    expect.that(abs(got - expected) < 1e-9, what=what,
+    # The hidden check's tolerance (atol 1e-9, rtol 1e-7): losses kept in a
+    # float32 tensor before the mean (nanoGPT's estimate_loss) are right too.
+    expect.that(abs(got - expected) <= 1e-9 + 1e-7 * abs(expected), what=what,
                 expected=f"a Python float, the mean of the 4 losses in eval mode: {expected:.6f}",
                 actual="not a Python float" if got != got else f"{got:.6f}")
 

@@ -90,6 +90,10 @@ class Check:
     # miss) run too, after the submission's: a fixed part that no page
     # describes (grader/failures.py), beside a drawn part that keeps it honest.
     anchored: bool = False
+    # What kind of input a call is, in the check's own words ("a (1, n) padding
+    # mask that broadcasts"): public, shown beside a student's own exception
+    # (grader/own_errors.py). None: the inputs' shapes in letters.
+    inputs: Callable[[ProbeCall], Text | None] | None = None
 
     def build_calls(self, variant: VariantLike | None = None, seed: int | None = None) -> list[ProbeCall]:
         """The check's probe calls: on its own seed's inputs, on a
@@ -252,51 +256,6 @@ def error_type_equal(*path: str) -> Compare:
     return compare
 
 
-def deep_close(*, atol: float = 1e-5, rtol: float = 1e-4, ignore: tuple[str, ...] = ()) -> Compare:
-    """Every tensor anywhere in the reference's result (nested dicts and
-    lists) is close to the one at the same place in the submission's, every
-    other leaf equal; keys in ``ignore`` are skipped at any depth. Keys the
-    submission has in addition are not looked at. The reason names the
-    dict keys on the way (result fields, parameter names), never a value."""
-
-    def walk(mine: object, theirs: object, where: tuple[str, ...]) -> str | None:
-        place = f" in {'.'.join(where)}" if where else ""
-        if isinstance(theirs, torch.Tensor):
-            mismatch = compare_tensors(mine, theirs, atol=atol, rtol=rtol)
-            return None if mismatch is None else _MISMATCH_REASONS[mismatch.kind] + place
-        if isinstance(theirs, dict):
-            if not isinstance(mine, dict):
-                return f"the result is missing a part{place}"
-            for key, value in theirs.items():
-                if key in ignore:
-                    continue
-                if key not in mine:
-                    return f"the result is missing {'.'.join((*where, str(key)))}"
-                if (reason := walk(mine[key], value, (*where, str(key)))) is not None:
-                    return reason
-            return None
-        if isinstance(theirs, (list, tuple)):
-            if not isinstance(mine, (list, tuple)) or len(mine) != len(theirs):
-                return f"the result is missing a part{place}"
-            for a, b in zip(mine, theirs):
-                if (reason := walk(a, b, where)) is not None:
-                    return reason
-            return None
-        return None if type(mine) is type(theirs) and mine == theirs else f"wrong result{place}"
-
-    return lambda submitted, expected: walk(submitted, expected, ())
-
-
-def facts_equal(*keys: str, reason: str) -> Compare:
-    """The entries ``keys`` equal in both results (missing counts as None;
-    a result that is not a dict has no entries)."""
-
-    def pick(value: object) -> list:
-        return [value.get(k) if isinstance(value, dict) else None for k in keys]
-
-    return lambda submitted, expected: None if pick(submitted) == pick(expected) else reason
-
-
 def pick(value: object, path: Sequence[str | int]) -> object:
     """The part of a result at ``path`` (dict keys and list indexes)."""
     for key in path:
@@ -396,5 +355,6 @@ class CheckPlan:
         return plan
 
 
-# Last: it builds on Check.
+# Last: they build on Check.
+from grader.checks.deep import deep_close, facts_equal  # noqa: E402,F401
 from grader.checks.forbidden import ATTENTION_LAYER, FUSED_ATTENTION, no_forbidden_calls, observed, observing  # noqa: E402,F401

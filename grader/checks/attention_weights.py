@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from grader.checks import FUSED_ATTENTION, observing
-from grader.checks import Check, all_of, no_forbidden_calls, plain_equal, tensors_close, text
+from grader.checks import Check, no_forbidden_calls, plain_equal, tensors_close, text
 from grader.sandbox import ProbeCall
 
 CALL = "coursekit.probes.attention_weights:call"
@@ -173,7 +173,10 @@ CHECKS = [
         weight=0.5,
         message=text("no function modifies its input tensor", "所有函数都不修改输入张量"),
         calls=lambda gen: _unbatched_each(gen, torch.float32),
-        compare=all_of(plain_equal("input_unchanged", reason="modified its input"), OUTPUT),
+        # Judged on the input only (issue 31): wrong values are the value
+        # checks' to report; it pays once the three functions compute them.
+        compare=plain_equal("input_unchanged", reason="modified its input"),
+        requires=("02-scores-unbatched", "02-weights-rows", "02-context-unbatched"),
         seed=29,
     ),
     no_forbidden_calls("02", requires=("02-context-unbatched",), kernels=("fused attention",)),

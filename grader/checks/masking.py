@@ -371,9 +371,12 @@ FIGURES = [
     ),
 ]
 
-# Masks made on the right device count only once the masks are right.
+# Masks made on the right device count only once the masks are right;
+# inputs left alone, once masked attention computes its values (that check
+# is judged on the inputs only).
 CHECKS = requiring(CHECKS, {
     "03-mask-devices": ("03-causal-mask", "03-padding-mask"),
+    "03-inputs-unchanged": ("03-random-masks",),
 })
 
 # The exercise forbids scaled_dot_product_attention: every call is recorded,

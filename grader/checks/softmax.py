@@ -1,8 +1,10 @@
 """Hidden checks of exercise 01 (softmax)."""
+from dataclasses import replace
+
 import torch
 
-from grader.checks import Check, all_of, no_forbidden_calls, plain_equal, tensors_close, text
-from grader.checks.forbidden import FUSED_ATTENTION, SOFTMAX, observing
+from grader.checks import Check, Text, all_of, no_forbidden_calls, plain_equal, tensors_close, text
+from grader.checks.forbidden import FUSED_ATTENTION, SOFTMAX, observing, unwrapped
 from grader.sandbox import ProbeCall
 
 OUTPUT = "coursekit.probes.softmax:softmax_output"
@@ -127,4 +129,17 @@ CHECKS = [
     ),
     no_forbidden_calls("01", requires=("01-random-shapes",), kernels=KERNELS),
 ]
-CHECKS = observing(CHECKS, KERNELS)
+
+
+def _input_words(call: ProbeCall) -> Text | None:
+    """"a 3-dimensional input, softmax over dim -1": the kind of input a call is
+    (shown beside the submission's own exception, grader/own_errors.py)."""
+    x, dim = unwrapped(call).kwargs.get("x"), unwrapped(call).kwargs.get("dim")
+    if type(x) is not torch.Tensor or type(dim) is not int:
+        return None
+    blocked = ", with -inf entries" if bool(torch.isneginf(x).any()) else ""
+    return text(f"a {x.dim()}-dimensional input, softmax over dim {dim}{blocked}",
+                f"{x.dim()} 维输入，沿 dim {dim} 计算 softmax{'，含 -inf 元素' if blocked else ''}")
+
+
+CHECKS = [replace(check, inputs=_input_words) for check in observing(CHECKS, KERNELS)]

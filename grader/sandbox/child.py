@@ -213,6 +213,7 @@ def _serve(spec: dict, send: Callable) -> None:
                      *(c.cell_contents for c in f.__closure__ or ()))
                     for f in carriers)
     call, next_batch, resolve = _call, _next_batch, _resolve
+    _SUBMISSION[:] = [os.path.join(os.path.abspath(spec["module_dir"]), "")]
     try:
         module = load_module(spec["module_dir"], spec["module_name"])
     except BaseException as exc:  # ExerciseImportError, or SystemExit at import time
@@ -309,8 +310,29 @@ def _call(i: int, fn, module, kwargs: dict, *, _state=_channel.state) -> tuple[d
     return {"kind": "result", "i": i}, payload
 
 
+# The submission's folder as this child sees it (set before the import):
+# where an exception was raised is told by the deepest frame under it.
+_SUBMISSION: list[str] = []
+
+
+def _raised_where(exc: BaseException) -> list | None:
+    """[file relative to the submission's folder, line] of the deepest frame
+    of the traceback in the submission's own files (never a probe's or the
+    grader's), or None. A claim like any other: it only shapes feedback text."""
+    try:
+        found = None
+        for frame, line in traceback.walk_tb(exc.__traceback__):
+            name = frame.f_code.co_filename
+            if _SUBMISSION and type(name) is str and name.startswith(_SUBMISSION[0]):
+                found = [name[len(_SUBMISSION[0]):][:120], int(line)]
+        return found
+    except Exception:  # a frame or a name of any form: no place rather than no answer
+        return None
+
+
 def _error(i: int, exc: BaseException) -> dict:
     text = wire.one_line(exc)
     memory = isinstance(exc, MemoryError) or (
         isinstance(exc, RuntimeError) and ("can't allocate memory" in text or "DefaultCPUAllocator" in text))
-    return {"kind": "error", "i": i, "error_type": type(exc).__name__[:100], "error": text, "memory": memory}
+    return {"kind": "error", "i": i, "error_type": type(exc).__name__[:100], "error": text, "memory": memory,
+            "where": _raised_where(exc)}

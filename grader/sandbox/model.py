@@ -77,6 +77,17 @@ class CallResult:
     error_type: str | None = None
     error: str | None = None
     cpu_s: float | None = field(default=None, compare=False)   # a measurement, not part of the result
+    # Where the exception was raised, as the child tells it: (file relative
+    # to the submission's folder, line). A claim: it shapes feedback text only.
+    where: tuple[str, int] | None = field(default=None, compare=False)
+
+
+def raised_where(value: object) -> tuple[str, int] | None:
+    """A child's ``where`` ([file, line]) bounded and checked, else None."""
+    if type(value) is not list or len(value) != 2 or type(value[0]) is not str or type(value[1]) is not int:
+        return None
+    name = "".join(c for c in value[0][:120] if c.isprintable())
+    return (name, value[1]) if name and 0 < value[1] < 10**7 else None
 
 
 @dataclass

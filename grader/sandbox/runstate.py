@@ -26,7 +26,7 @@ import time
 
 from grader.sandbox import proc, wire
 from grader.sandbox.proc import ends_within, oom_kill_count  # noqa: F401 - the client reads them here
-from grader.sandbox.model import CallResult, Limits, RunResult
+from grader.sandbox.model import CallResult, Limits, RunResult, raised_where
 
 _TEXT_LIMIT = 500
 # The child rings its bell about once per batch; far more is a flood of the
@@ -279,7 +279,7 @@ class RunState:
             self._next_call()
         elif kind == "error" and i == self.current and type(i) is int:
             self.calls.append(CallResult(ok=False, error_type=_text(header.get("error_type"), 100),
-                                         error=_text(header.get("error"))))
+                                         error=_text(header.get("error")), where=raised_where(header.get("where"))))
             if header.get("memory") is True and self.memory_call is None:
                 self.memory_call = i
             self._next_call()
