@@ -70,13 +70,28 @@ class CallResult:
     call until its answer came, read by the grader from ``/proc``
     (:mod:`grader.sandbox.proc`), never from anything the child says;
     only for a call sent in a batch of its own (None otherwise, or where
-    ``/proc`` could not tell)."""
+    ``/proc`` could not tell).
+
+    ``rss_before`` and ``peak_rss``: the child's resident memory when the
+    grader sent this call, and its peak resident memory until the answer
+    came, in bytes, read and reset by the grader from ``/proc`` alike (same
+    conditions); ``peak_rss - rss_before`` is what the call itself needed
+    at its peak."""
 
     ok: bool
     value: object = None
     error_type: str | None = None
     error: str | None = None
     cpu_s: float | None = field(default=None, compare=False)   # a measurement, not part of the result
+    rss_before: int | None = field(default=None, compare=False)  # ... as are these
+    peak_rss: int | None = field(default=None, compare=False)
+
+    @property
+    def peak_growth(self) -> int | None:
+        """Bytes the call's peak resident memory rose above what the child held when it was sent."""
+        if self.rss_before is None or self.peak_rss is None:
+            return None
+        return max(0, self.peak_rss - self.rss_before)
 
 
 @dataclass
