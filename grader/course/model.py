@@ -55,7 +55,7 @@ class ExercisePitfall(_Strict):
 class Exercise(_Strict):
     id: str = Field(pattern=r"^\d\d$")
     slug: str = Field(pattern=r"^[a-z0-9_]+$")
-    part: Literal["A", "B", "C"]
+    part: Literal["A", "B", "C", "D"]
     title: Text
     summary: Text
     module: str = Field(pattern=r"^[a-z_][a-z0-9_]*\.py$")

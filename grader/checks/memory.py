@@ -1,0 +1,98 @@
+"""Memory measured from outside: a check that a call never needs anything
+near an (n, n) matrix, judged on the peak resident memory the sandbox reads
+for the child from ``/proc`` around the call (``CallResult.peak_rss``,
+grader/sandbox/proc.py), never on anything the child reports.
+
+Two figures, the larger decides: how far the call's peak rose above what
+the child held when the call was sent (``peak_growth``), and how far its
+peak lies above the reference's peak for the same call (memory set aside
+before the call, at import time or by earlier calls, and used during it,
+shows there). A figure below ``matrix / 2`` passes, one of ``matrix`` or
+more fails (a naive attention needs several such matrices), and one in
+between decides nothing: the check could not tell, scores no points for
+now and goes to the instructor's review list, as grader/checks/work.py's.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from grader.checks import CouldNotTell, RunRule
+from grader.course import Text
+from grader.sandbox import CallResult, ProbeCall, RunResult
+
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class MemoryBudget:
+    """The probe whose call is measured, the bytes of the (n, n) matrix it
+    must never build, and the words of its reason."""
+
+    probe: str
+    matrix_bytes: int
+    what: Text           # e.g. "the forward pass" / "前向计算"
+
+
+def _call(run: RunResult, inputs: Sequence[ProbeCall], probe: str) -> CallResult | None:
+    # A recorded call (grader/checks/forbidden.py: observed) names its probe inside.
+    index = next((i for i, call in enumerate(inputs) if probe in (call.probe, call.kwargs.get("probe"))), None)
+    return run.calls[index] if index is not None and index < len(run.calls) else None
+
+
+def excess(call: CallResult, reference: CallResult | None) -> int | None:
+    """The larger of the call's own peak growth and its peak above the reference's (bytes)."""
+    growth = call.peak_growth
+    if growth is None:
+        return None
+    if reference is not None and reference.peak_rss is not None and call.peak_rss is not None:
+        return max(growth, call.peak_rss - reference.peak_rss)
+    return growth
+
+
+def verdict(figure: int | None, matrix_bytes: int, reference_growth: int | None) -> str:
+    """"pass", "fail" or "could not tell"."""
+    if figure is None or reference_growth is None or reference_growth >= matrix_bytes // 4:
+        return "could not tell"   # the reference itself is not far from the matrix here
+    if figure < matrix_bytes // 2:
+        return "pass"
+    return "fail" if figure >= matrix_bytes else "could not tell"
+
+
+def _mib(count: int) -> str:
+    return f"{count / MIB:.0f} MiB"
+
+
+def _reason(budget: MemoryBudget, figure: int, reference_growth: int) -> str:
+    """What a student reads: the measured figure, the matrix's size and what
+    a tiled pass needs (the reference's figure), never an input."""
+    grew, matrix, tiled = _mib(figure), _mib(budget.matrix_bytes), _mib(max(reference_growth, MIB))
+    return (f"{budget.what.en}: peak memory grew by {grew} (measured by the grader); an n×n matrix is {matrix}; "
+            f"a tiled pass needs about {tiled}. Never build the (n_q, n_k) scores or weights, in the backward "
+            f"either / {budget.what.zh}：峰值内存增加了 {grew}（由评分程序测量）；一个 n×n 矩阵是 {matrix}；"
+            f"分块计算只需要大约 {tiled}。无论前向还是反向，都不要构造 (n_q, n_k) 的分数或权重矩阵")
+
+
+def peak_memory_within(budgets: Sequence[MemoryBudget], could_not_tell: Text) -> RunRule:
+    """A run rule: each measured call's peak memory stays far below its
+    (n, n) matrix (the first that does not names its reason, and a call
+    that ran out of memory fails alike), else could not tell."""
+
+    def rule(inputs: Sequence[ProbeCall], run: RunResult, expected: RunResult) -> str | None:
+        undecided = False
+        for budget in budgets:
+            call, reference = _call(run, inputs, budget.probe), _call(expected, inputs, budget.probe)
+            if call is not None and not call.ok and call.error_type == "MemoryError":
+                return (f"{budget.what.en}: ran out of memory; an n×n matrix is {_mib(budget.matrix_bytes)} / "
+                        f"{budget.what.zh}：内存耗尽；一个 n×n 矩阵是 {_mib(budget.matrix_bytes)}")
+            if call is None or not call.ok:
+                continue   # no figure: the call's own failure says what went wrong
+            reference_growth = None if reference is None else reference.peak_growth
+            figure = excess(call, reference)
+            outcome = verdict(figure, budget.matrix_bytes, reference_growth)
+            if outcome == "fail":
+                return _reason(budget, figure, reference_growth or 0)
+            undecided |= outcome == "could not tell"
+        return CouldNotTell(f"{could_not_tell.en} / {could_not_tell.zh}") if undecided else None
+
+    return rule
