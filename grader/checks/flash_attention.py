@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from grader.checks import FUSED_ATTENTION, Check, all_of, no_forbidden_calls, observing, plain_equal, requiring, \
+from grader.checks import FUSED_ATTENTION, Check, all_of, no_forbidden_calls, observed, plain_equal, requiring, \
     tensors_close, text
 from grader.checks.memory import MemoryBudget, peak_memory_within
 from grader.sandbox import ProbeCall
@@ -193,4 +193,9 @@ CHECKS = requiring([
     "15-gradients": ("15-memory-backward",), "15-wrapper": ("15-memory-backward", "15-gradients"),
     "15-memory-backward": ("15-memory-forward",),
 })
-CHECKS = observing(CHECKS, (FUSED_ATTENTION,))
+# The memory checks' calls are not recorded: the recorder keeps an event per
+# operator until the call ends (hundreds of MiB over a long sequence's
+# blocks), which is the very figure they measure. The forbidden names are
+# still read from the submitted bytes for them.
+CHECKS = [check if check.measured or check.id.endswith("-no-forbidden-calls") else observed(check, (FUSED_ATTENTION,))
+          for check in CHECKS]
