@@ -158,3 +158,9 @@ def test_never_builds_the_full_matrix(student):
     expect.that(watch["saved"] < full // 2, what="elements kept for the backward (ctx.save_for_backward, or what "
                 "autograd saves by itself)", expected=f"O(n·d), far fewer than {full}",
                 actual=f"{watch['saved']} elements", pitfalls=["flash-autograd-through-blocks"])
+
+
+def test_uses_no_builtin_attention(student):
+    query, key, value, _ = inputs(9, (1,), 4, 4)
+    student.tiled_attention(query, key, value, block_size=2)   # a stub has nothing to inspect yet
+    expect.no_forbidden_calls(student, advice="write the blocks with matmul, exp and sums")
