@@ -59,18 +59,33 @@ def verdict(figure: int | None, matrix_bytes: int, reference_growth: int | None)
     return "fail" if figure >= matrix_bytes else "could not tell"
 
 
+class MeasuredReason(str):
+    """A failure's words, with figures measured in this run, and its fixed
+    kind: the signature a pitfall variant's failure is matched on."""
+
+    kind: str
+
+    def __new__(cls, words: str, kind: str) -> MeasuredReason:
+        reason = super().__new__(cls, words)
+        reason.kind = kind
+        return reason
+
+
+TOO_MUCH_MEMORY = "peak memory of an n×n matrix"
+
+
 def _mib(count: int) -> str:
     return f"{count / MIB:.0f} MiB"
 
 
-def _reason(budget: MemoryBudget, figure: int, reference_growth: int) -> str:
+def _reason(budget: MemoryBudget, figure: int, reference_growth: int) -> MeasuredReason:
     """What a student reads: the measured figure, the matrix's size and what
     a tiled pass needs (the reference's figure), never an input."""
     grew, matrix, tiled = _mib(figure), _mib(budget.matrix_bytes), _mib(max(reference_growth, MIB))
-    return (f"{budget.what.en}: peak memory grew by {grew} (measured by the grader); an n×n matrix is {matrix}; "
+    return MeasuredReason(f"{budget.what.en}: peak memory grew by {grew} (measured by the grader); an n×n matrix is {matrix}; "
             f"a tiled pass needs about {tiled}. Never build the (n_q, n_k) scores or weights, in the backward "
             f"either / {budget.what.zh}：峰值内存增加了 {grew}（由评分程序测量）；一个 n×n 矩阵是 {matrix}；"
-            f"分块计算只需要大约 {tiled}。无论前向还是反向，都不要构造 (n_q, n_k) 的分数或权重矩阵")
+            f"分块计算只需要大约 {tiled}。无论前向还是反向，都不要构造 (n_q, n_k) 的分数或权重矩阵", TOO_MUCH_MEMORY)
 
 
 def peak_memory_within(budgets: Sequence[MemoryBudget], could_not_tell: Text) -> RunRule:
@@ -83,8 +98,9 @@ def peak_memory_within(budgets: Sequence[MemoryBudget], could_not_tell: Text) ->
         for budget in budgets:
             call, reference = _call(run, inputs, budget.probe), _call(expected, inputs, budget.probe)
             if call is not None and not call.ok and call.error_type == "MemoryError":
-                return (f"{budget.what.en}: ran out of memory; an n×n matrix is {_mib(budget.matrix_bytes)} / "
-                        f"{budget.what.zh}：内存耗尽；一个 n×n 矩阵是 {_mib(budget.matrix_bytes)}")
+                return MeasuredReason(f"{budget.what.en}: ran out of memory; an n×n matrix is "
+                                      f"{_mib(budget.matrix_bytes)} / {budget.what.zh}：内存耗尽；一个 n×n 矩阵是 "
+                                      f"{_mib(budget.matrix_bytes)}", TOO_MUCH_MEMORY)
             if call is None or not call.ok:
                 continue   # no figure: the call's own failure says what went wrong
             reference_growth = None if reference is None else reference.peak_growth
