@@ -109,8 +109,11 @@ def memory_watch(module: ModuleType, query: torch.Tensor, key: torch.Tensor, val
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor), _Largest() as forward_watch:
         output = module.flash_attention(q, k, v, block_size=block_size, causal=causal)
     # The autograd engine does not carry the mode into the backward: call the
-    # output's backward node here instead (an autograd.Function's backward).
-    with _Largest() as backward_watch:
-        output.grad_fn.apply(torch.ones_like(output))
-    return {"largest_forward": forward_watch.largest, "largest_backward": backward_watch.largest,
-            "saved": saved[0]}
+    # output's backward node here instead, when it is an autograd.Function's
+    # (None otherwise: autograd differentiating the loop, which "saved" shows).
+    largest_backward = None
+    if hasattr(output.grad_fn, "_forward_cls"):
+        with _Largest() as backward_watch:
+            output.grad_fn.apply(torch.ones_like(output))
+        largest_backward = backward_watch.largest
+    return {"largest_forward": forward_watch.largest, "largest_backward": largest_backward, "saved": saved[0]}
