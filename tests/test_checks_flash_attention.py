@@ -226,6 +226,9 @@ def test_running_out_of_memory_is_this_check_failing():
     reason = RULE(INPUTS, *_runs(None, error="MemoryError"))
     assert "ran out of memory" in reason and reason.kind == TOO_MUCH_MEMORY
     assert RULE(INPUTS, *_runs(None, error="ValueError")) is None    # the values' failure says that one
+    mine, ref = _runs(None, error="RuntimeError")
+    mine.calls[1].error = "[enforce fail at alloc_cpu.cpp:117] DefaultCPUAllocator: can't allocate memory"
+    assert "ran out of memory" in RULE(INPUTS, mine, ref)
 
 
 def test_the_verdicts_thresholds():

@@ -88,6 +88,12 @@ def _reason(budget: MemoryBudget, figure: int, reference_growth: int) -> Measure
             f"分块计算只需要大约 {tiled}。无论前向还是反向，都不要构造 (n_q, n_k) 的分数或权重矩阵", TOO_MUCH_MEMORY)
 
 
+def _out_of_memory(call: CallResult) -> bool:
+    """The call hit the address-space limit: Python's MemoryError or torch's allocator."""
+    return call.error_type == "MemoryError" or (
+        call.error_type == "RuntimeError" and "can't allocate memory" in (call.error or ""))
+
+
 def peak_memory_within(budgets: Sequence[MemoryBudget], could_not_tell: Text) -> RunRule:
     """A run rule: each measured call's peak memory stays far below its
     (n, n) matrix (the first that does not names its reason, and a call
@@ -97,7 +103,7 @@ def peak_memory_within(budgets: Sequence[MemoryBudget], could_not_tell: Text) ->
         undecided = False
         for budget in budgets:
             call, reference = _call(run, inputs, budget.probe), _call(expected, inputs, budget.probe)
-            if call is not None and not call.ok and call.error_type == "MemoryError":
+            if call is not None and not call.ok and _out_of_memory(call):
                 return MeasuredReason(f"{budget.what.en}: ran out of memory; an n×n matrix is "
                                       f"{_mib(budget.matrix_bytes)} / {budget.what.zh}：内存耗尽；一个 n×n 矩阵是 "
                                       f"{_mib(budget.matrix_bytes)}", TOO_MUCH_MEMORY)
