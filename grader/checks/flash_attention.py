@@ -10,7 +10,7 @@ Memory is the point of the exercise: two measured checks run a causal
 float32 sequence of MEMORY_N positions, the forward alone and forward plus
 backward, and the grader reads the child's peak memory from outside
 (grader/checks/memory.py). The (n, n) matrix is 64 MiB there; the
-reference needs ~10 MiB. Each value check counts only once the memory of
+reference's peak grows by a few MiB. Each value check counts only once the memory of
 what it relies on passed, as 14's values wait on the work its cache saves.
 """
 from __future__ import annotations
