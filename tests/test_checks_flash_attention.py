@@ -217,9 +217,13 @@ def test_near_the_threshold_it_could_not_tell():
 
 
 def test_memory_set_aside_before_the_call_counts():
-    # Grown by little, but its peak is 200 MiB above the reference's: a buffer
+    # Grown by little, but its peak is 202 MiB above the reference's: a buffer
     # allocated (and touched) at import time, used as the n × n scratch.
-    assert RULE(INPUTS, *_runs(4 * MIB, before=500 * MIB)) is not None
+    reason = RULE(INPUTS, *_runs(4 * MIB, before=500 * MIB))
+    assert reason is not None and "202 MiB above the reference's" in reason
+    # A large library imported beside it (40 MiB more from the start) is not that.
+    assert RULE(INPUTS, *_runs(4 * MIB, before=340 * MIB)) is None
+    assert isinstance(RULE(INPUTS, *_runs(4 * MIB, before=380 * MIB)), CouldNotTell)
 
 
 def test_running_out_of_memory_is_this_check_failing():
@@ -235,6 +239,8 @@ def test_the_verdicts_thresholds():
     assert verdict(MATRIX // 2 - 1, MATRIX, MIB) == "pass"
     assert verdict(MATRIX // 2, MATRIX, MIB) == "could not tell"
     assert verdict(MATRIX, MATRIX, MIB) == "fail"
+    assert verdict(MATRIX - 1, MATRIX, MIB, above=True) == "pass"
+    assert verdict(2 * MATRIX, MATRIX, MIB, above=True) == "fail"
 
 
 def test_a_variant_failing_the_memory_rule_fails_the_check():
