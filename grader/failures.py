@@ -132,8 +132,23 @@ def check_failure(check: Check, calls: slice, run: RunResult, expected: RunResul
         if isinstance(reason, CouldNotTell):
             return Failure(COULD_NOT_TELL, str(reason))
         if reason is not None:
-            return Failure(reason, reason)
+            return Failure(getattr(reason, "kind", reason), reason)   # a measured figure's words vary, its kind not
     return failure
+
+
+def measured_failure(check: Check, inputs: Sequence[ProbeCall], variant: RunResult, expected: RunResult) -> Failure | None:
+    """A pitfall variant's failure of a measured check's run rule (its work
+    or memory, measured as the submission's is), so that its hint can be
+    confirmed there; a figure that could not tell is no failure."""
+    if not check.measured or check.run_rule is None:
+        return None
+    try:
+        reason = check.run_rule(inputs, variant, expected)
+    except Exception:  # noqa: BLE001 - plain data of any form comes back from the sandbox
+        return None
+    if reason is None or isinstance(reason, CouldNotTell):
+        return None
+    return Failure(getattr(reason, "kind", reason), reason)
 
 
 # Wrong numbers and NaN are one kind of failure for a signature: a variant

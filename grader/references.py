@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
 from grader.checks import Check, CheckPlan
-from grader.failures import Failure, first_failure, same_signature
+from grader.failures import Failure, first_failure, measured_failure, same_signature
 from grader.sandbox import CallResult, RunResult
 
 # Pitfall variants run on one submission's own inputs besides those its failing
@@ -76,7 +76,8 @@ class InputSet:
         was recompared on every failing submission)."""
         key = (check.id, pitfall_id)
         if key not in self._variant_failures:   # a race computes the same value twice
-            self._variant_failures[key] = first_failure(check, self.plan.slices[check.id], variant, expected)
+            self._variant_failures[key] = first_failure(check, self.plan.slices[check.id], variant, expected) \
+                or measured_failure(check, self.plan.calls, variant, expected)
         return self._variant_failures[key]
 
     def budgeted(self, names: list[str], declared: tuple[str, ...]) -> list[str]:

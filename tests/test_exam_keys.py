@@ -67,6 +67,9 @@ RIGHT_CHOICE = {
     "rope-cache-contents": "Its key rotated at its own position",
     "sliding-visible-keys": "7 to 10 (four keys)",
     "sliding-cache-exact": "no layer ever looks further back than the window",
+    # Part D: tiled attention (notes/05_flash_attention.md)
+    "flash-attention-rescale": "both are multiplied by exp(m - m_new)",
+    "flash-attention-backward-saves": "the log-sum-exp of each query's scores",
     # Part D: grouped-query attention (notes/07_gqa.md)
     "gqa-what-shrinks": "The number of attention scores each query head computes",
     "gqa-repeat-order": "A, A, B, B",
@@ -233,6 +236,15 @@ def test_numeric_keys_match_closed_forms(course, drawn, keys):
         expected["sliding-rolling-cache-bytes"] = (2 * rc["num_layers"] * d * min(rc["tokens"], rc["window"])
                                                    * rc["value_bytes"])
         expected["sliding-ring-slot"] = p["sliding-ring-slot"]["position"] % p["sliding-ring-slot"]["window"]
+        # Part D (15): the n x n matrix of every head; the key blocks each causal query block visits
+        # (bottom-right diagonal): ceil(min(n_k, q_end + n_k - n_q) / B), summed over the query blocks.
+        fm = p["flash-attention-matrix-bytes"]
+        expected["flash-attention-matrix-bytes"] = fm["n"] * fm["n"] * fm["heads"] * fm["value_bytes"]
+        fb = p["flash-attention-causal-blocks"]
+        n_q, block = fb["n_q"], fb["block_size"]
+        n_k = n_q + fb["extra_keys"]
+        expected["flash-attention-causal-blocks"] = sum(
+            math.ceil(min(n_k, min(n_q, start + block) + n_k - n_q) / block) for start in range(0, n_q, block))
         # Part D (17): 2 L g hd bytes; q/g times smaller; query head m reads m // (q / g); parameters
         # W_query d x d, W_key and W_value d x (g hd) each, out_proj d x d + d.
         gb = p["gqa-cache-bytes-per-token"]

@@ -188,6 +188,18 @@ def _temperature_probability(ref, temperature, first, second, third=0.0):
     return float(torch.softmax(logits / float(temperature), dim=-1)[0])
 
 
+# --- part D: tiled attention (exercise 15)
+
+@computation("flash_causal_blocks_visited")
+def _flash_causal_blocks_visited(ref, n_q, extra_keys, block_size):
+    """(query block, key block) pairs a causal tiled attention visits, the
+    diagonal aligned bottom-right: exercise 15's README rule, key blocks
+    range(0, min(n_k, q_end + n_k - n_q), block_size) per query block."""
+    n_q, block = int(n_q), int(block_size)
+    n_k = n_q + int(extra_keys)
+    return sum(-(-max(0, min(n_k, min(n_q, start + block) + n_k - n_q)) // block) for start in range(0, n_q, block))
+
+
 # --- part D: rotary position embeddings (exercise 16)
 
 @computation("rope_score", exercise="16")

@@ -70,7 +70,13 @@ class CallResult:
     call until its answer came, read by the grader from ``/proc``
     (:mod:`grader.sandbox.proc`), never from anything the child says;
     only for a call sent in a batch of its own (None otherwise, or where
-    ``/proc`` could not tell)."""
+    ``/proc`` could not tell).
+
+    ``rss_before`` and ``peak_rss``: the child's resident memory when the
+    grader sent this call, and its peak resident memory until the answer
+    came, in bytes, read and reset by the grader from ``/proc`` alike (same
+    conditions); ``peak_rss - rss_before`` is what the call itself needed
+    at its peak."""
 
     ok: bool
     value: object = None
@@ -80,6 +86,15 @@ class CallResult:
     # Where the exception was raised, as the child tells it: (file relative
     # to the submission's folder, line). A claim: it shapes feedback text only.
     where: tuple[str, int] | None = field(default=None, compare=False)
+    rss_before: int | None = field(default=None, compare=False)  # measurements, as cpu_s
+    peak_rss: int | None = field(default=None, compare=False)
+
+    @property
+    def peak_growth(self) -> int | None:
+        """Bytes the call's peak resident memory rose above what the child held when it was sent."""
+        if self.rss_before is None or self.peak_rss is None:
+            return None
+        return max(0, self.peak_rss - self.rss_before)
 
 
 def raised_where(value: object) -> tuple[str, int] | None:

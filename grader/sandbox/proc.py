@@ -1,6 +1,7 @@
 """What the grader reads from ``/proc`` about a child, from outside it:
-whether it has ended, the kernel's OOM kills, and the CPU time it has used
-(work measured from outside the child, which nothing in it can rewrite).
+whether it has ended, the kernel's OOM kills, the CPU time it has used and
+its peak resident memory (work measured from outside the child, which
+nothing in it can rewrite).
 
 CPU time: two readings of one process, both kept, because each misses
 what the other sees:
@@ -51,6 +52,41 @@ def spent(before: Reading | None, after: Reading | None) -> float | None:
     if before is None or after is None:
         return None
     return max(after[0] - before[0], after[1] - before[1], 0.0)
+
+
+def memory_mark(pid: int) -> int | None:
+    """Reset process ``pid``'s peak resident memory (VmHWM) to what it holds
+    now (writing "5" to ``/proc/<pid>/clear_refs``, Linux >= 4.0) and return
+    that resident memory in bytes; None where ``/proc`` cannot tell.
+
+    Where the reset is refused (another uid, a child that made itself
+    non-dumpable), the peak read later is its peak since it started: never
+    below the call's own, so such a figure can only take points away.
+    Landlock keeps ``/proc`` out of the child's reach, so nothing in it can
+    reset the peak in the middle of a call."""
+    try:
+        with open(f"/proc/{pid}/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+    return _status_bytes(pid, b"VmRSS:")
+
+
+def memory_peak(pid: int) -> int | None:
+    """Process ``pid``'s peak resident memory in bytes (VmHWM) since its last
+    :func:`memory_mark` (or its start); None where ``/proc`` cannot tell."""
+    return _status_bytes(pid, b"VmHWM:")
+
+
+def _status_bytes(pid: int, field: bytes) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(field):
+                    return int(line.split()[1]) * 1024   # kB
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def oom_kill_count() -> int:

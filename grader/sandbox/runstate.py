@@ -66,8 +66,9 @@ class RunState:
         self.output = {1: bytearray(), 2: bytearray()}
         self._reader = wire.FrameReader()
         self._bell_bytes = 0
-        self.pid: int | None = None           # the child's, set by the client: its CPU time is read from /proc
-        self._cpu_before: proc.Reading | None = None   # ... when a batch of one call was sent
+        self.pid: int | None = None           # the child's, set by the client: its CPU time and memory are read
+        self._cpu_before: proc.Reading | None = None   # from /proc when a batch of one call is sent,
+        self._rss_before: int | None = None            # its peak memory reset then
 
     # -- I/O ------------------------------------------------------------------
 
@@ -180,11 +181,13 @@ class RunState:
             return
         if self._cpu_before is not None and i:  # a batch of one call, answered now
             self.calls[-1].cpu_s, self._cpu_before = proc.spent(self._cpu_before, proc.read(self.pid)), None
+            self.calls[-1].rss_before, self.calls[-1].peak_rss = self._rss_before, proc.memory_peak(self.pid)
         if self._sent_batches < len(self._batches):
             count, frame = self._batches[self._sent_batches]
             self._sent_batches += 1
             self.current, self._batch_end = i, i + count
             if count == 1 and self.pid is not None:  # the child waits for it: nothing of its own runs now
+                self._rss_before = proc.memory_mark(self.pid)
                 self._cpu_before = proc.read(self.pid)
             self._queue(frame)
         else:
@@ -394,7 +397,4 @@ def _text(value: object, limit: int = _TEXT_LIMIT) -> str:
 
 
 def _signame(sig: int) -> str:
-    try:
-        return signal.Signals(sig).name
-    except ValueError:
-        return "unknown"
+    return signal.Signals(sig).name if sig in {s.value for s in signal.Signals} else "unknown"
