@@ -16,7 +16,7 @@ from grader.sandbox import Limits
 distributed = pytest.importorskip("distributed")
 
 from grader.checks.inputs import HiddenInputs  # noqa: E402
-from grader.scale.dask_executor import DaskExecutor  # noqa: E402
+from grader.scale.dask_executor import DaskExecutor, local_cluster  # noqa: E402
 
 
 def _book(db):
@@ -51,13 +51,15 @@ def test_dask_local_cluster_matches_local_grading(submissions, local_book, tmp_p
 
 
 def test_worker_killed_mid_run_loses_nothing(course, submissions, local_book, tmp_path):
+    """SIGKILL of a worker process while it grades (a LocalCluster of
+    processes): its batch runs again on the other worker, every submission
+    is recorded once, and the gradebook equals local grading's."""
     limits = Limits(**course.grading.model_dump())
     killed = []
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+    with local_cluster(2) as cluster, distributed.Client(cluster) as client:
         # The grading secret `grader grade` uses (conftest's): the same per-submission inputs as local grading.
         inputs = HiddenInputs(os.environ["GRADER_GRADING_SECRET"].encode())
-        executor = DaskExecutor(client, REPO_ROOT / "course.yaml", limits, inputs=inputs)
+        executor = DaskExecutor(client, REPO_ROOT / "course.yaml", limits, inputs=inputs, required=frozenset())
 
         def kill_a_busy_worker(task, record):
             if killed:
@@ -76,9 +78,11 @@ def test_worker_killed_mid_run_loses_nothing(course, submissions, local_book, tm
     assert _book(tmp_path / "grades.db") == local_book
 
 
-def test_tasks_travel_in_small_batches_of_one_exercise():
-    """A Dask task grades a batch: about four per worker, at most max_batch,
-    never two exercises in one (each batch ships one exercise's references)."""
+def test_tasks_travel_in_shrinking_batches_of_one_exercise():
+    """A Dask task grades a batch of one exercise (each batch ships one
+    exercise's references): a quarter per worker of what is left, at most
+    max_batch, shrinking to single submissions at the end of each queue, so
+    that no worker is left with a long batch while the others idle."""
     from types import SimpleNamespace
 
     from grader.gradebook import Key
@@ -90,9 +94,16 @@ def test_tasks_travel_in_small_batches_of_one_exercise():
 
     tasks = [Task(Key(f"s{i:03d}", exercise, "hash", "v"), None, SimpleNamespace())
              for exercise, n in (("01", 200), ("03", 20), ("06", 1)) for i in range(n)]
-    executor = DaskExecutor(TwoWorkers(), REPO_ROOT / "course.yaml", Limits(60, 60, 1024, 64, 1), max_batch=16)
+    executor = DaskExecutor(TwoWorkers(), REPO_ROOT / "course.yaml", Limits(60, 60, 1024, 64, 1), max_batch=16,
+                            required=frozenset())
     batches = list(executor._batches(tasks))
-    assert sorted((t.key for b in batches for t in b), key=str) == sorted((t.key for t in tasks), key=str)
+    assert [t.key for b in batches for t in b] == [t.key for t in tasks]   # each once, in order
     assert all(len({t.key.exercise for t in b}) == 1 for b in batches)
     sizes = {ex: [len(b) for b in batches if b[0].key.exercise == ex] for ex in ("01", "03", "06")}
-    assert sizes == {"01": [16] * 12 + [8], "03": [3] * 6 + [2], "06": [1]}
+    assert sizes["01"][:4] == [16] * 4 and max(max(s) for s in sizes.values()) == 16
+    for exercise, ordered in sizes.items():
+        assert ordered == sorted(ordered, reverse=True), exercise
+        assert ordered[-1] == 1, exercise
+    assert sizes["03"] == [2, 2, 2] + [1] * 14 and sizes["06"] == [1]
+    # The last batches cost one submission each: the tail one worker runs alone is short.
+    assert sum(sizes["01"][-8:]) == 8
