@@ -1,10 +1,14 @@
 """Grading on a Dask cluster (``--executor dask``) gives the gradebook that
 local grading gives, and a worker killed mid-run loses and duplicates
 nothing. The class is conftest's ``submissions`` (exercise 01)."""
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +16,7 @@ from grader.course import REPO_ROOT
 from grader.gradebook import Gradebook
 from grader.run.grading import grade_class
 from grader.sandbox import Limits
+from classrun import row_count
 
 distributed = pytest.importorskip("distributed")
 
@@ -107,3 +112,145 @@ def test_tasks_travel_in_shrinking_batches_of_one_exercise():
     assert sizes["03"] == [2, 2, 2] + [1] * 14 and sizes["06"] == [1]
     # The last batches cost one submission each: the tail one worker runs alone is short.
     assert sum(sizes["01"][-8:]) == 8
+
+
+# -- a cluster of separate commands on loopback (`dask scheduler`, `dask worker`) --------------------------
+
+DASK = str(Path(sys.executable).parent / "dask")
+
+
+class LoopbackCluster:
+    """`dask scheduler` and `dask worker` started as separate commands on
+    127.0.0.1, as an instructor starts them on other machines (README)."""
+
+    def __init__(self, folder: Path):
+        self.file = folder / "scheduler.json"
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.logs = folder
+
+    def _start(self, name: str, cmd: list[str], env: dict | None = None) -> subprocess.Popen:
+        log = open(self.logs / f"{name}.log", "w")
+        self.procs[name] = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=log, stderr=subprocess.STDOUT,
+                                            env={**os.environ, **(env or {})})
+        return self.procs[name]
+
+    def scheduler(self) -> str:
+        self.file.unlink(missing_ok=True)   # a lost scheduler's
+        self._start("scheduler", [DASK, "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard",
+                                  "--scheduler-file", str(self.file)])
+        deadline = time.monotonic() + 60
+        while not self.file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        return json.loads(self.file.read_text())["address"]
+
+    def worker(self, name: str, env: dict | None = None) -> None:
+        self._start(name, [DASK, "worker", "--scheduler-file", str(self.file), "--nthreads", "1",
+                           "--host", "127.0.0.1", "--no-dashboard", "--name", name,
+                           "--preload", "grader.scale.preload"], env)
+
+    def wait_for(self, count: int) -> None:
+        with distributed.Client(scheduler_file=str(self.file), timeout=60) as client:
+            client.wait_for_workers(count, timeout=120)
+            deadline = time.monotonic() + 60
+            while len(client.scheduler_info()["workers"]) != count and time.monotonic() < deadline:
+                time.sleep(0.2)    # one that was stopped leaves the scheduler's list a moment later
+            assert len(client.scheduler_info()["workers"]) == count
+
+    def stop(self, name: str, sig=signal.SIGTERM) -> None:
+        proc = self.procs.pop(name)
+        proc.send_signal(sig)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    def close(self) -> None:
+        for name in [n for n in self.procs if n != "scheduler"] + [n for n in self.procs if n == "scheduler"]:
+            self.stop(name)
+
+
+@pytest.fixture
+def loopback(tmp_path):
+    cluster = LoopbackCluster(tmp_path)
+    yield cluster
+    cluster.close()
+
+
+def _grade_on(scheduler: str, submissions: Path, folder: Path) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "grader", "grade", str(submissions), "-e", "01", "--executor", "dask",
+           "--scheduler", scheduler, "--db", str(folder / "grades.db"), "--out", str(folder / "out")]
+    return subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+
+
+def test_separate_commands_on_loopback_refuse_a_weaker_worker_then_grade(submissions, local_book, loopback, tmp_path):
+    """A worker whose sandbox lacks Landlock (disabled in that worker's
+    process only) is named by `grader doctor --scheduler` and refuses the
+    run before anything is graded; without it, the class is graded through
+    the separate commands into the gradebook local grading gives."""
+    address = loopback.scheduler()
+    loopback.worker("full")
+    loopback.worker("weak", env={"GRADER_SANDBOX_DISABLE": "landlock"})
+    loopback.wait_for(2)
+
+    doctor = subprocess.run([sys.executable, "-m", "grader", "doctor", "--scheduler", address], cwd=REPO_ROOT,
+                            capture_output=True, text=True, timeout=300)
+    assert doctor.returncode == 1, doctor.stdout + doctor.stderr
+    assert doctor.stdout.count("\n  ✓ seccomp: active") == 2       # each worker's layers, proved on that worker
+    assert "✗ landlock: missing: disabled by configuration" in doctor.stdout
+    assert "landlock: missing: disabled by configuration" in doctor.stderr and "isolates less" in doctor.stderr
+
+    refused = _grade_on(address, submissions, tmp_path)
+    assert refused.returncode == 3, refused.stdout + refused.stderr
+    said = " ".join(refused.stderr.split())    # the console wraps long lines
+    assert "1 of 2 Dask worker(s) refused to grade (nothing was graded)" in said
+    assert "landlock: missing: disabled by configuration" in said and "Traceback" not in said
+    assert row_count(tmp_path / "grades.db") == 0
+
+    loopback.stop("weak")
+    loopback.wait_for(1)
+    graded = _grade_on(address, submissions, tmp_path)
+    assert graded.returncode == 0, graded.stdout + graded.stderr
+    assert _book(tmp_path / "grades.db") == local_book
+
+
+def test_scheduler_lost_mid_run_says_so_and_a_rerun_resumes(course, submissions, local_book, loopback, tmp_path):
+    """The scheduler is SIGKILLed once the first results are in: `grader
+    grade` says so and exits 3, keeping what it recorded; on a new
+    scheduler the same command grades only the rest, each result once."""
+    classroom = tmp_path / "class"
+    shutil.copytree(submissions, classroom)
+    slow = classroom / "s99" / course.exercise("01").folder   # graded last: the kill lands while it runs
+    slow.mkdir(parents=True)
+    reference = (REPO_ROOT / "solutions" / course.exercise("01").folder / course.exercise("01").module).read_text()
+    (slow / course.exercise("01").module).write_text(f"import time\ntime.sleep(4)\n{reference}")
+
+    address = loopback.scheduler()
+    loopback.worker("only")
+    loopback.wait_for(1)
+    db = tmp_path / "grades.db"
+    cmd = [sys.executable, "-m", "grader", "grade", str(classroom), "-e", "01", "--executor", "dask",
+           "--scheduler", address, "--db", str(db), "--out", str(tmp_path / "out")]
+    run = subprocess.Popen(cmd, cwd=REPO_ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while row_count(db) == 0 and run.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    loopback.stop("scheduler", signal.SIGKILL)
+    out, err = run.communicate(timeout=300)
+    recorded = row_count(db)
+    assert run.returncode == 3, out + err
+    assert 0 < recorded < len(local_book) + 1, recorded
+    said = " ".join(err.split())    # the console wraps long lines
+    assert "lost the Dask scheduler" in said and "rerun the same command" in said and "Traceback" not in said
+
+    loopback.stop("only")
+    address = loopback.scheduler()
+    loopback.worker("again")
+    loopback.wait_for(1)
+    cmd[cmd.index("--scheduler") + 1] = address
+    again = subprocess.run(cmd, cwd=REPO_ROOT, capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"graded {len(local_book) + 1 - recorded} result(s), {recorded} already in" in again.stderr
+    book = _book(db)
+    assert {k: v for k, v in book.items() if k[0] != "s99"} == local_book
+    assert [v[2] for k, v in book.items() if k[0] == "s99"] == ["graded"]

@@ -153,6 +153,8 @@ class DaskExecutor:
             # Results come back in bulk, fetched while the previous ones are recorded.
             for done in as_completed(futures, with_results=True).batches():
                 for future, results in done:
+                    if future.status != "finished":
+                        future.result()   # raises: cancelled (the scheduler lost) or the task's error
                     yield from zip(futures.pop(future), results, strict=True)
                     future.release()
 
