@@ -101,6 +101,8 @@ class DaskExecutor:
         return getattr(getattr(self.client, "scheduler", None), "address", None) or "the scheduler"
 
     def prepare(self, exercises: list[Exercise]) -> None:
+        if not exercises:
+            return   # nothing to grade (a resumed run that is complete): no worker is asked anything
         if self._required is not None:
             self._spec = replace(self._spec, required=self._required.result())
         with self._faults():
