@@ -12,8 +12,8 @@ import uuid
 from grader.sandbox import Limits
 from grader.sandbox.doctor import Report
 from grader.sandbox.layers import ALL_LAYERS
-from grader.scale.dask_executor import ClusterLost, instructor_layers
-from grader.scale.worker import RunSpec, vet
+from grader.scale.dask_executor import ClusterLost, instructor_layers, vet_workers
+from grader.scale.worker import RunSpec
 
 
 def diagnose_cluster(address: str, limits: Limits, course_path: str) -> Report:
@@ -33,10 +33,7 @@ def diagnose_cluster(address: str, limits: Limits, course_path: str) -> Report:
         if not workers:
             report.problems.append(f"no worker is connected to {address}")
         spec = RunSpec(f"doctor-{uuid.uuid4().hex[:8]}", course_path, limits, None, required)
-        futures = {address: client.submit(vet, spec, workers=[address], allow_other_workers=False, pure=False)
-                   for address in workers}
-        for worker, future in futures.items():
-            found = future.result()
+        for worker, found in vet_workers(client, spec, workers).items():
             report.lines.append(f"worker {worker} on {found['where']}:")
             for name, state in found["layers"].items():
                 report.lines.append(f"  {'✓' if state == 'active' else '✗'} {name}: {state}")

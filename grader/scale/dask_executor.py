@@ -11,13 +11,15 @@ at once): each starts its sandbox fork-server (so no worker starts its own
 halfway through the class) and reports its layers; a worker whose sandbox
 isolates less than this machine's stops the run before anything is graded.
 
-The reference results and pitfall-variant results of an exercise on its
-fixed inputs are computed once, one task per program, spread over the
-workers, and copied to every worker: every grading task of the exercise
-takes them as arguments. (A grading task that depends on data held by one
-worker is placed on that worker by Dask's scheduler: the others would only
-get work by stealing it.) Each submission's own hidden inputs
-(grader/checks/inputs.py) are drawn on the worker that grades it.
+Each worker's judge runs the references it needs itself, once per input
+set, as local grading's judge does: the reference on an exercise's fixed
+inputs and on each submission's own hidden inputs (grader/checks/inputs.py,
+drawn on the worker from the grading secret the task carries), a pitfall
+variant only when a check fails with a mistake to explain. So a grading task
+depends on no other task: the scheduler hands batches out as workers free
+up. (Computed once and shipped, the fixed results made every worker wait for
+them, and every grading task was placed on the worker that held them: the
+others got work only by stealing it.)
 
 Only the coordinating process writes the gradebook (``grade_class``): a
 worker lost mid-task has its batch run again elsewhere by Dask, and the
@@ -37,12 +39,11 @@ from pathlib import Path
 
 from grader.checks.inputs import HiddenInputs
 from grader.course import Exercise
-from grader.course.pitfalls import load_variants
 from grader.judge import ExerciseResult, GraderError
 from grader.run.grading import Task
 from grader.sandbox import Limits, Sandbox, SandboxError
 from grader.sandbox.layers import ALL_LAYERS, active_layers
-from grader.scale.worker import RunSpec, WeakerSandbox, grade_batch, reference_task, vet
+from grader.scale.worker import RunSpec, WeakerSandbox, grade_batch, vet
 
 # A run waits this long for a first worker to join an empty cluster.
 WAIT_FOR_WORKERS_S = 60.0
@@ -60,6 +61,25 @@ def instructor_layers(limits: Limits) -> frozenset[str]:
             return active_layers(sandbox.layers())
     except SandboxError:
         return ALL_LAYERS
+
+
+def vet_workers(client, spec: RunSpec, workers: list[str]) -> dict[str, dict]:
+    """Each worker's :func:`grader.scale.worker.vet` report, run on that
+    worker (all at once). A worker that leaves meanwhile is left out: its
+    pinned task would otherwise wait for it forever."""
+    from distributed import wait
+
+    futures = {address: client.submit(vet, spec, workers=[address], allow_other_workers=False, pure=False,
+                                      key=f"vet-{spec.run_id}-{address}") for address in workers}
+    while True:
+        try:
+            wait(list(futures.values()), timeout=2)
+            break
+        except TimeoutError:
+            present = set(client.scheduler_info().get("workers", {}))
+            for address in [a for a in futures if a not in present]:
+                futures.pop(address).cancel()
+    return {address: future.result() for address, future in futures.items()}
 
 
 def _folder_files(folder: Path | None) -> dict[str, bytes] | None:
@@ -89,7 +109,6 @@ class DaskExecutor:
         self.max_batch = max(1, max_batch)
         self._spec = RunSpec(uuid.uuid4().hex[:8], str(Path(course_path).resolve()), limits, inputs,
                              frozenset(required) if required is not None else None)
-        self._fixed: dict[str, dict[str, object]] = {}
         self._required: Future | None = None
         if required is None:   # a sandbox here starts (torch's import) while the class is collected
             pool = ThreadPoolExecutor(1, thread_name_prefix="instructor-layers")
@@ -107,19 +126,6 @@ class DaskExecutor:
             self._spec = replace(self._spec, required=self._required.result())
         with self._faults():
             self._vet()
-            from distributed import wait
-
-            for exercise in exercises:
-                names = ["reference", *load_variants(exercise, Path(self._spec.course_path).parent)]
-                self._fixed[exercise.id] = {name: self.client.submit(
-                    reference_task, self._spec, exercise.id, name, pure=False,
-                    key=f"fixed-{self._spec.run_id}-{exercise.id}-{name}") for name in names}
-            futures = [f for pieces in self._fixed.values() for f in pieces.values()]
-            wait(futures)
-            for future in futures:
-                future.result()    # a reference that fails its checks stops the run here (GraderError)
-            if futures:
-                self.client.replicate(futures)   # on every worker: grading tasks go where the work is
 
     def _vet(self) -> None:
         """Warm every connected worker's sandbox; refuse the run if one is weaker."""
@@ -131,11 +137,8 @@ class DaskExecutor:
                 raise ClusterLost(f"no Dask worker joined {self.scheduler} within {WAIT_FOR_WORKERS_S:.0f} s; "
                                   "start workers (dask worker ADDRESS) and run the same command again") from None
             workers = list(self.client.scheduler_info().get("workers", {}))
-        futures = {address: self.client.submit(vet, self._spec, workers=[address], allow_other_workers=False,
-                                                pure=False, key=f"vet-{self._spec.run_id}-{address}")
-                   for address in workers}
-        refused = [f"  {address}: {report['refused']}" for address, future in futures.items()
-                   if (report := future.result())["refused"]]
+        reports = vet_workers(self.client, self._spec, workers)
+        refused = [f"  {address}: {report['refused']}" for address, report in reports.items() if report["refused"]]
         if refused:
             raise WeakerSandbox("\n".join([f"{len(refused)} of {len(workers)} Dask worker(s) refused to grade "
                                            "(nothing was graded):", *refused]))
@@ -148,7 +151,7 @@ class DaskExecutor:
             first = batch[0].key
             future = self.client.submit(
                 grade_batch, self._spec, first.exercise, [_folder_files(task.part.folder) for task in batch],
-                self._fixed[first.exercise], pure=False,
+                pure=False,
                 key=f"grade-{self._spec.run_id}-{first.exercise}-{first.student}-{len(batch)}")
             futures[future] = batch
         with self._faults():
@@ -161,19 +164,21 @@ class DaskExecutor:
                     future.release()
 
     def _batches(self, tasks: list[Task]) -> Iterator[list[Task]]:
-        """The tasks of each exercise in batches: a share of what is left
-        (about a quarter per worker, at most ``max_batch``), shrinking to
-        single submissions at the end of each exercise's queue."""
+        """The tasks of each exercise in batches of one exercise: a share of
+        what is left in the whole run (about a quarter per worker, at most
+        ``max_batch``), shrinking to single submissions at the run's end."""
         workers = max(1, len(self.client.scheduler_info().get("workers", {})))
         by_exercise: dict[str, list[Task]] = {}
         for task in tasks:
             by_exercise.setdefault(task.key.exercise, []).append(task)
+        left = len(tasks)
         for group in by_exercise.values():
             start = 0
             while start < len(group):
-                size = min(self.max_batch, max(1, (len(group) - start) // (4 * workers)))
-                yield group[start:start + size]
-                start += size
+                batch = group[start:start + min(self.max_batch, max(1, left // (4 * workers)))]
+                yield batch
+                start += len(batch)
+                left -= len(batch)
 
     @contextmanager
     def _faults(self) -> Iterator[None]:

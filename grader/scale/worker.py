@@ -28,7 +28,7 @@ from grader.checks.inputs import HiddenInputs
 from grader.course import Exercise, load_course
 from grader.judge import ExerciseResult, GraderError, Judge
 from grader.run.grading import grader_error
-from grader.sandbox import Limits, RunResult, Sandbox, SandboxError
+from grader.sandbox import Limits, Sandbox, SandboxError
 from grader.sandbox.layers import weaker_than
 
 
@@ -105,26 +105,13 @@ def worker_judge(spec: RunSpec) -> tuple[Judge, Path]:
         return _JUDGE[spec.run_id]
 
 
-def reference_task(spec: RunSpec, exercise_id: str, name: str) -> RunResult:
-    """The reference's (``name`` "reference") or one pitfall variant's result
-    on the exercise's fixed inputs."""
-    judge, workdir = worker_judge(spec)
-    exercise = judge.course.exercise(exercise_id)
-    if name == "reference":
-        return judge.expected(exercise, workdir / "judge")
-    return judge.variant_results(exercise, workdir / "judge", None, [name])[name]
-
-
-def grade_batch(spec: RunSpec, exercise_id: str, batch: list[dict[str, bytes] | None],
-                fixed: dict[str, RunResult]) -> list[ExerciseResult]:
+def grade_batch(spec: RunSpec, exercise_id: str, batch: list[dict[str, bytes] | None]) -> list[ExerciseResult]:
     """Grade a few submitted exercises, one after the other (each entry: its
     prepared folder's files; None: not submitted), each on its own hidden
-    inputs. ``fixed``: the fixed inputs' reference ("reference") and variant
-    results. A judging that raises is that submission's grader error, as
-    with local grading; a broken grader or sandbox stops the run."""
+    inputs. A judging that raises is that submission's grader error, as
+    with local grading; a broken grader or sandbox (or reference) stops the run."""
     judge, workdir = worker_judge(spec)
     exercise = judge.course.exercise(exercise_id)
-    judge.adopt_references(exercise, fixed["reference"], {k: v for k, v in fixed.items() if k != "reference"})
     results = []
     for files in batch:
         try:
