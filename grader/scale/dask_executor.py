@@ -95,8 +95,8 @@ class DaskExecutor:
     the scheduler, the worker and this process exchange several messages,
     which on a small machine cost as much as a sandboxed run (1000
     single-submission tasks on 2 cores: +20-28% over local threads). Batch
-    sizes shrink towards the end of each exercise's queue (``_batches``), so
-    that no worker is left with a long batch while the others are idle; a
+    sizes shrink towards the run's end (``_batches``), so that no worker
+    is left with a long batch while the others are idle; a
     worker lost mid-batch costs only that batch's rerun: its results are
     recorded when the batch comes back, so none is lost or recorded twice.
 
