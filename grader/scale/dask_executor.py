@@ -53,6 +53,10 @@ class ClusterLost(GraderError):
     """The scheduler, or every worker able to grade, is gone: rerun to resume."""
 
 
+class SchedulerUnreachable(ClusterLost):
+    """``--scheduler`` names no scheduler that answers (before any grading)."""
+
+
 def instructor_layers(limits: Limits) -> frozenset[str]:
     """The layers a sandbox on this machine has: what every worker must have.
     A machine that cannot run the sandbox (not Linux) asks for every layer."""
@@ -218,7 +222,7 @@ def dask_executor(course_path: Path, limits: Limits, scheduler: str | None = Non
         try:
             client = Client(scheduler, timeout=30)
         except (OSError, TimeoutError) as exc:
-            raise ClusterLost(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
+            raise SchedulerUnreachable(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
         with client:
             yield DaskExecutor(client, course_path, limits, inputs=inputs)
         return
