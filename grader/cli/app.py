@@ -205,7 +205,9 @@ def sync_shipped(course: Path = CourseOption) -> None:
 
 
 @app.command()
-def doctor(course: Path = CourseOption) -> None:
+def doctor(course: Path = CourseOption,
+           scheduler: str = typer.Option(None, "--scheduler", help="Check each worker of this Dask scheduler "
+                                         "instead (e.g. tcp://10.0.0.5:8786) against this machine.")) -> None:
     """Show which sandbox layers work on this machine; warn about missing ones."""
     from grader.sandbox import Limits
     from grader.sandbox.doctor import diagnose
@@ -215,13 +217,36 @@ def doctor(course: Path = CourseOption) -> None:
     except CourseError as exc:
         typer.echo(str(exc), err=True)
         raise typer.Exit(1) from exc
-    report = diagnose(limits)
+    if scheduler:
+        report = _doctor_cluster(scheduler, limits, course)
+    else:
+        report = diagnose(limits)
     for line in report.lines:
         typer.echo(line)
     for problem in report.problems:
         typer.echo(f"warning: {problem}", err=True)
-    typer.echo("sandbox: all layers active" if report.ok else f"sandbox: {len(report.problems)} warning(s)")
+    if scheduler:
+        typer.echo("cluster: every worker may grade" if report.ok else
+                   f"cluster: {len(report.problems)} problem(s): grader grade --executor dask refuses to run")
+    else:
+        typer.echo("sandbox: all layers active" if report.ok else f"sandbox: {len(report.problems)} warning(s)")
     raise typer.Exit(0 if report.ok else 1)
+
+
+def _doctor_cluster(scheduler: str, limits, course: Path):
+    import importlib.util
+
+    if importlib.util.find_spec("distributed") is None:
+        typer.echo("error: --scheduler needs Dask: pip install 'attention-course[scale]'", err=True)
+        raise typer.Exit(2)
+    from grader.scale.cluster_doctor import diagnose_cluster
+    from grader.scale.dask_executor import ClusterLost
+
+    try:
+        return diagnose_cluster(scheduler, limits, str(course.resolve()))
+    except ClusterLost as exc:
+        typer.echo(f"error: --scheduler: {exc}", err=True)
+        raise typer.Exit(2) from None
 
 
 def main() -> None:

@@ -139,6 +139,9 @@ def run_grading(submissions: Path, *, out: Path, db: Path, jobs: int, timeout: f
         console.print(f"gradebook error: {exc}", markup=False)
         return EXIT_GRADEBOOK
     except (GraderError, SandboxError) as exc:
+        if type(exc).__name__ == "SchedulerUnreachable":   # grader/scale/: imported only with Dask
+            console.print(f"error: --scheduler: {exc}", markup=False)
+            return EXIT_BAD_INPUT
         console.print(f"the grader cannot grade: {exc}", markup=False)
         return EXIT_GRADER_BROKEN
     for submission in run.submissions:

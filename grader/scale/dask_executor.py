@@ -4,88 +4,86 @@ The unit of work is (submission, exercise); a Dask task grades a small
 batch of them (see ``DaskExecutor``). Each carries the prepared module
 folders' files (a few KiB each), so workers need no access to the coordinator's
 disk, only to the course files (``course.yaml``, ``solutions/``, the hidden
-checks) at the same path. Each worker process keeps one judge and one
-sandbox fork-server, created lazily by its first task (``_worker_judge``).
+checks) at the same path. What runs on a worker is in grader/scale/worker.py.
 
-The reference results and pitfall-variant results of an exercise on its
-fixed inputs are computed once, by one task, and shipped: every grading task
-of the exercise takes that task's future as an argument, so Dask moves the
-result to each worker that needs it (and recomputes it if every holder
-died). Each submission's own hidden inputs (grader/checks/inputs.py) are
-drawn on the worker that grades it, from the grading secret the
-coordinator ships with the task, and the reference runs there on them
-(cached per input set by the worker's judge); the fixed results shipped
-serve the fixed checks' and figures' calls.
+A run starts by vetting every connected worker (one pinned task each, all
+at once): each starts its sandbox fork-server (so no worker starts its own
+halfway through the class) and reports its layers; a worker whose sandbox
+isolates less than this machine's stops the run before anything is graded.
+
+Each worker's judge runs the references it needs itself, once per input
+set, as local grading's judge does: the reference on an exercise's fixed
+inputs and on each submission's own hidden inputs (grader/checks/inputs.py,
+drawn on the worker from the grading secret the task carries), a pitfall
+variant only when a check fails with a mistake to explain. So a grading task
+depends on no other task: the scheduler hands batches out as workers free
+up. (Computed once and shipped, the fixed results made every worker wait for
+them, and every grading task was placed on the worker that held them: the
+others got work only by stealing it.)
 
 Only the coordinating process writes the gradebook (``grade_class``): a
-worker lost mid-task is retried by Dask, and the gradebook's key makes a
-duplicate result impossible.
+worker lost mid-task has its batch run again elsewhere by Dask, and the
+gradebook's key makes a duplicate result impossible. A lost scheduler, or
+workers that keep dying, stop the run with :class:`ClusterLost`: what was
+recorded stays, and the same command resumes.
 """
 from __future__ import annotations
 
-import atexit
-import shutil
-import tempfile
-import threading
+import logging
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 
 from grader.checks.inputs import HiddenInputs
-from grader.course import Exercise, load_course
+from grader.course import Exercise
+from grader.judge import ExerciseResult, GraderError
 from grader.run.grading import Task
-from grader.judge import ExerciseResult, Judge
-from grader.sandbox import Limits, RunResult, Sandbox
+from grader.sandbox import Limits, Sandbox, SandboxError
+from grader.sandbox.layers import ALL_LAYERS, active_layers
+from grader.scale.worker import RunSpec, WeakerSandbox, grade_batch, vet
 
-_STATE: dict[tuple[str, Limits, HiddenInputs | None], tuple[Judge, Path]] = {}
-_STATE_LOCK = threading.Lock()
-
-
-def _worker_judge(course_path: str, limits: Limits, inputs: HiddenInputs | None = None) -> tuple[Judge, Path]:
-    """This worker process's judge (one sandbox fork-server per process)."""
-    with _STATE_LOCK:
-        if (course_path, limits, inputs) not in _STATE:
-            course = load_course(Path(course_path))
-            sandbox = Sandbox(limits)
-            workdir = Path(tempfile.mkdtemp(prefix="grader-worker-"))
-            # Why atexit: a worker process has no `with` around its life; a
-            # killed one takes its fork-server along (PDEATHSIG) anyway.
-            atexit.register(shutil.rmtree, workdir, True)
-            atexit.register(sandbox.close)
-            _STATE[(course_path, limits, inputs)] = (Judge(course, sandbox, Path(course_path).parent, inputs), workdir)
-        return _STATE[(course_path, limits, inputs)]
+# A run waits this long for a first worker to join an empty cluster.
+WAIT_FOR_WORKERS_S = 60.0
 
 
-def reference_task(course_path: str, limits: Limits, exercise_id: str) -> tuple[RunResult, dict[str, RunResult]]:
-    """The reference's and the pitfall variants' results of one exercise."""
-    judge, workdir = _worker_judge(course_path, limits)
-    exercise = judge.course.exercise(exercise_id)
-    return judge.expected(exercise, workdir / "judge"), judge.variant_results(exercise, workdir / "judge")
+class ClusterLost(GraderError):
+    """The scheduler, or every worker able to grade, is gone: rerun to resume."""
 
 
-def grade_batch(course_path: str, limits: Limits, exercise_id: str, batch: list[dict[str, bytes] | None],
-                references: tuple[RunResult, dict[str, RunResult]],
-                inputs: HiddenInputs | None = None) -> list[ExerciseResult]:
-    """Grade a few submitted exercises, one after the other (each entry: its
-    prepared folder's files; None: not submitted), each on its own hidden inputs."""
-    judge, workdir = _worker_judge(course_path, limits, inputs)
-    exercise = judge.course.exercise(exercise_id)
-    judge.adopt_references(exercise, *references)
-    return [_grade_files(judge, exercise, files, workdir) for files in batch]
+class SchedulerUnreachable(ClusterLost):
+    """``--scheduler`` names no scheduler that answers (before any grading)."""
 
 
-def _grade_files(judge: Judge, exercise: Exercise, files: dict[str, bytes] | None, workdir: Path) -> ExerciseResult:
-    if files is None:
-        return judge.grade(exercise, None, workdir / "judge")
-    folder = workdir / "tasks" / uuid.uuid4().hex
-    folder.mkdir(parents=True)
+def instructor_layers(limits: Limits) -> frozenset[str]:
+    """The layers a sandbox on this machine has: what every worker must have.
+    A machine that cannot run the sandbox (not Linux) asks for every layer."""
     try:
-        for name, data in files.items():
-            (folder / name).write_bytes(data)
-        return judge.grade(exercise, folder, workdir / "judge")
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        with Sandbox(limits) as sandbox:
+            return active_layers(sandbox.layers())
+    except SandboxError:
+        return ALL_LAYERS
+
+
+def vet_workers(client, spec: RunSpec, workers: list[str]) -> dict[str, dict]:
+    """Each worker's :func:`grader.scale.worker.vet` report, run on that
+    worker (all at once). A worker that leaves meanwhile is left out: its
+    pinned task would otherwise wait for it forever."""
+    from distributed import wait
+
+    futures = {address: client.submit(vet, spec, workers=[address], allow_other_workers=False, pure=False,
+                                      key=f"vet-{spec.run_id}-{address}") for address in workers}
+    while True:
+        try:
+            wait(list(futures.values()), timeout=2)
+            break
+        except TimeoutError:
+            present = set(client.scheduler_info().get("workers", {}))
+            for address in [a for a in futures if a not in present]:
+                futures.pop(address).cancel()
+    return {address: future.result() for address, future in futures.items()}
 
 
 def _folder_files(folder: Path | None) -> dict[str, bytes] | None:
@@ -97,36 +95,57 @@ def _folder_files(folder: Path | None) -> dict[str, bytes] | None:
 class DaskExecutor:
     """Runs ``grade_class``'s tasks on the cluster behind ``client``.
 
-    ``retries``: how often a task that raised is run again (a task whose
-    worker died is rescheduled by the scheduler on its own, up to its
-    ``allowed-failures``).
+    Each Dask task grades a batch of submissions of one exercise: per task
+    the scheduler, the worker and this process exchange several messages,
+    which on a small machine cost as much as a sandboxed run (1000
+    single-submission tasks on 2 cores: +20-28% over local threads). Batch
+    sizes shrink towards the run's end (``_batches``), so that no worker
+    is left with a long batch while the others are idle; a
+    worker lost mid-batch costs only that batch's rerun: its results are
+    recorded when the batch comes back, so none is lost or recorded twice.
 
-    Each Dask task grades a batch of up to ``max_batch`` submissions of one
-    exercise: per task the scheduler, the worker and this process exchange
-    several messages, which on a small machine cost as much as a sandboxed
-    run (1000 single-submission tasks on 2 cores: +20-28% over local
-    threads). Batches stay small enough that every worker gets several, and
-    a worker lost mid-batch costs only that batch's rerun: its results are
-    recorded when the batch comes back, so none is lost or recorded twice."""
+    ``required``: the sandbox layers every worker must have (default: this
+    machine's, :func:`instructor_layers`)."""
 
-    def __init__(self, client, course_path: Path, limits: Limits, *, retries: int = 2, max_batch: int = 16,
-                 inputs: HiddenInputs | None = None):
+    def __init__(self, client, course_path: Path, limits: Limits, *, max_batch: int = 16,
+                 inputs: HiddenInputs | None = None, required: frozenset[str] | None = None):
         self.client = client
-        self.inputs = inputs
-        self.course_path = str(Path(course_path).resolve())
-        self.limits = limits
-        self.retries = retries
         self.max_batch = max(1, max_batch)
-        self._run = uuid.uuid4().hex[:8]        # task keys of two runs on one cluster never meet
-        self._references: dict[str, object] = {}
+        self._spec = RunSpec(uuid.uuid4().hex[:8], str(Path(course_path).resolve()), limits, inputs,
+                             frozenset(required) if required is not None else None)
+        self._required: Future | None = None
+        if required is None:   # a sandbox here starts (torch's import) while the class is collected
+            pool = ThreadPoolExecutor(1, thread_name_prefix="instructor-layers")
+            self._required = pool.submit(instructor_layers, limits)
+            pool.shutdown(wait=False)
+
+    @property
+    def scheduler(self) -> str:
+        return getattr(getattr(self.client, "scheduler", None), "address", None) or "the scheduler"
 
     def prepare(self, exercises: list[Exercise]) -> None:
-        for exercise in exercises:
-            self._references[exercise.id] = self.client.submit(
-                reference_task, self.course_path, self.limits, exercise.id,
-                key=f"reference-{exercise.id}-{self._run}", retries=self.retries)
-        for future in self._references.values():
-            future.result()     # a reference that fails its checks stops the run here (GraderError)
+        if not exercises:
+            return   # nothing to grade (a resumed run that is complete): no worker is asked anything
+        if self._required is not None:
+            self._spec = replace(self._spec, required=self._required.result())
+        with self._faults():
+            self._vet()
+
+    def _vet(self) -> None:
+        """Warm every connected worker's sandbox; refuse the run if one is weaker."""
+        workers = list(self.client.scheduler_info().get("workers", {}))
+        if not workers:
+            try:
+                self.client.wait_for_workers(1, timeout=WAIT_FOR_WORKERS_S)
+            except TimeoutError:
+                raise ClusterLost(f"no Dask worker joined {self.scheduler} within {WAIT_FOR_WORKERS_S:.0f} s; "
+                                  "start workers (dask worker ADDRESS) and run the same command again") from None
+            workers = list(self.client.scheduler_info().get("workers", {}))
+        reports = vet_workers(self.client, self._spec, workers)
+        refused = [f"  {address}: {report['refused']}" for address, report in reports.items() if report["refused"]]
+        if refused:
+            raise WeakerSandbox("\n".join([f"{len(refused)} of {len(workers)} Dask worker(s) refused to grade "
+                                           "(nothing was graded):", *refused]))
 
     def grade(self, tasks: list[Task]) -> Iterator[tuple[Task, ExerciseResult]]:
         from distributed import as_completed
@@ -135,24 +154,60 @@ class DaskExecutor:
         for batch in self._batches(tasks):
             first = batch[0].key
             future = self.client.submit(
-                grade_batch, self.course_path, self.limits, first.exercise,
-                [_folder_files(task.part.folder) for task in batch], self._references[first.exercise], self.inputs,
-                retries=self.retries, key=f"grade-{self._run}-{first.exercise}-{first.student}-{len(batch)}")
+                grade_batch, self._spec, first.exercise, [_folder_files(task.part.folder) for task in batch],
+                pure=False,
+                key=f"grade-{self._spec.run_id}-{first.exercise}-{first.student}-{len(batch)}")
             futures[future] = batch
-        for future in as_completed(futures):
-            yield from zip(futures[future], future.result(), strict=True)
-            future.release()
+        with self._faults():
+            # Results come back in bulk, fetched while the previous ones are recorded.
+            for done in as_completed(futures, with_results=True).batches():
+                for future, results in done:
+                    if future.status != "finished":
+                        future.result()   # raises: cancelled (the scheduler lost) or the task's error
+                    yield from zip(futures.pop(future), results, strict=True)
+                    future.release()
 
     def _batches(self, tasks: list[Task]) -> Iterator[list[Task]]:
-        """The tasks of each exercise in batches, about four per worker."""
+        """The tasks of each exercise in batches of one exercise: a share of
+        what is left in the whole run (about a quarter per worker, at most
+        ``max_batch``), shrinking to single submissions at the run's end."""
         workers = max(1, len(self.client.scheduler_info().get("workers", {})))
         by_exercise: dict[str, list[Task]] = {}
         for task in tasks:
             by_exercise.setdefault(task.key.exercise, []).append(task)
+        left = len(tasks)
         for group in by_exercise.values():
-            size = min(self.max_batch, max(1, -(-len(group) // (4 * workers))))
-            for start in range(0, len(group), size):
-                yield group[start:start + size]
+            start = 0
+            while start < len(group):
+                batch = group[start:start + min(self.max_batch, max(1, left // (4 * workers)))]
+                yield batch
+                start += len(batch)
+                left -= len(batch)
+
+    @contextmanager
+    def _faults(self) -> Iterator[None]:
+        """The cluster's failures as the instructor reads them."""
+        from distributed.client import FutureCancelledError
+        from distributed.scheduler import KilledWorker
+
+        try:
+            yield
+        except FutureCancelledError as exc:
+            _quiet_reconnects()
+            raise ClusterLost(f"lost the Dask scheduler {self.scheduler} mid-run ({exc.reason or 'cancelled'}): "
+                              "every result received so far is in the gradebook; start the scheduler again and "
+                              "rerun the same command to grade the rest") from None
+        except KilledWorker as exc:
+            raise ClusterLost(f"Dask workers kept dying while grading ({exc}): every result received so far is in "
+                              "the gradebook; check the workers' memory and logs, then rerun the same command "
+                              "to grade the rest") from None
+
+
+def _quiet_reconnects() -> None:
+    """The client goes on trying to reach a lost scheduler in the background
+    and logs each failure with a traceback: the run has said what happened."""
+    for name in ("distributed.client", "distributed.core", "distributed.comm"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 @contextmanager
@@ -161,12 +216,27 @@ def dask_executor(course_path: Path, limits: Limits, scheduler: str | None = Non
     """A :class:`DaskExecutor` on the scheduler at ``scheduler``, or on a
     ``LocalCluster`` of ``workers`` processes (one thread each) on loopback.
     ``inputs``: the grading secret's hidden inputs (None: fixed inputs)."""
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
     if scheduler:
-        with Client(scheduler) as client:
+        try:
+            client = Client(scheduler, timeout=30)
+        except (OSError, TimeoutError) as exc:
+            raise SchedulerUnreachable(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
+        with client:
             yield DaskExecutor(client, course_path, limits, inputs=inputs)
         return
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None) as cluster, Client(cluster) as client:
-        yield DaskExecutor(client, course_path, limits, inputs=inputs)
+    with local_cluster(workers) as cluster, Client(cluster) as client:
+        # The workers are this machine, with this environment: a sandbox here
+        # would have their layers (grader.judge still refuses one that cannot
+        # hide the course's files), so none is started only to compare.
+        yield DaskExecutor(client, course_path, limits, inputs=inputs, required=frozenset())
+
+
+def local_cluster(workers: int = 2, **options):
+    """A LocalCluster of ``workers`` processes (one thread each) on loopback,
+    each importing the grader and starting its fork-server as it starts."""
+    from distributed import LocalCluster
+
+    return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                        dashboard_address=None, preload=["grader.scale.preload"], **options)
