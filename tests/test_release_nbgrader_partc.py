@@ -1,5 +1,5 @@
-"""Part C's assignments released through nbgrader (``gpt``: exercise 12;
-``generate``: 13 and 14 once they exist): ``grader release nbgrader``
+"""Part C's and part D's assignments released through nbgrader (``gpt``:
+exercise 12; ``generate``: 13 and 14; ``modern``: 15 to 18): ``grader release nbgrader``
 writes them, and the real ``nbgrader generate_assignment`` accepts them and
 hands students the stub, the modules the exercise ships, and the README's
 figures inline. Fast: no autograde (tests/test_release_nbgrader.py's round
@@ -24,7 +24,7 @@ from grader.release.student_repo import secret_lines  # noqa: E402
 from nbgrader_run import NbgraderWorld, nbgrader_meta  # noqa: E402
 
 COURSE = load_course(check_files=False)
-PART_C = [a for a in COURSE.assignments if a.id in ("gpt", "generate")]
+PART_C = [a for a in COURSE.assignments if a.id in ("gpt", "generate", "modern")]
 
 
 def test_part_c_has_its_assignment():
