@@ -15,6 +15,8 @@ Prints both, the ratio measured in this run, and the size of one n × n
 float32 matrix. Naive attention needs several n × n matrices at once: it is
 skipped where 5 of them would pass ``--naive-limit-gib`` (16384 needs
 ~5 GiB). ``--quick``: n = 512 and 1024 only (a few seconds).
+``--svg PATH``: also draw the measured figures, memory against n on log
+axes (docs/figures/flash_attention_memory.svg is one such run).
 """
 from __future__ import annotations
 
@@ -82,6 +84,56 @@ def measure(kind: str, n: int, head_dim: int, block_size: int) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def memory_svg(rows: list[tuple[int, float, float | None]], title: str, subtitle: str) -> str:
+    """A small log-log line chart: (n, tiled MiB, naive MiB or None) per row,
+    and the n × n float32 matrix as a dashed guide. Plain SVG, no library."""
+    import math
+
+    width, height, left, right, top, bottom = 600, 350, 70, 160, 50, 50
+    ns = [n for n, _, _ in rows]
+    values = [v for _, t, nv in rows for v in (t, nv) if v] + [n * n * 4 / MIB for n in ns]
+    lo, hi = math.log10(max(min(values), 0.1)), math.log10(max(values))
+    x_lo, x_hi = math.log10(min(ns)), math.log10(max(ns)) if len(ns) > 1 else math.log10(min(ns)) + 1
+
+    def xy(n: float, mib: float) -> tuple[float, float]:
+        x = left + (math.log10(n) - x_lo) / (x_hi - x_lo) * (width - left - right)
+        y = top + (hi - math.log10(max(mib, 0.1))) / max(hi - lo, 1e-9) * (height - top - bottom)
+        return round(x, 1), round(y, 1)
+
+    def line(points: list[tuple[int, float]], colour: str, dash: str = "") -> str:
+        path = " ".join(f"{'M' if i == 0 else 'L'}{x},{y}" for i, (x, y) in enumerate(xy(n, v) for n, v in points))
+        dots = "".join(f'<circle cx="{x}" cy="{y}" r="3" fill="{colour}"/>' for x, y in (xy(n, v) for n, v in points))
+        return f'<path d="{path}" fill="none" stroke="{colour}" stroke-width="2" {dash}/>{dots}'
+
+    series = [("tiled (exercise 15)", "#1b7837", [(n, t) for n, t, _ in rows], ""),
+              ("naive (exercise 03)", "#c51b7d", [(n, nv) for n, _, nv in rows if nv], ""),
+              ("one n × n float32", "#777777", [(n, n * n * 4 / MIB) for n in ns], 'stroke-dasharray="5,4"')]
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'font-family="sans-serif" font-size="12">',
+             f'<rect width="{width}" height="{height}" fill="white"/>',
+             f'<text x="{left}" y="20" font-size="13">{title}</text>',
+             f'<text x="{left}" y="36" fill="#555555">{subtitle}</text>',
+             f'<line x1="{left}" y1="{height - bottom}" x2="{width - right}" y2="{height - bottom}" stroke="black"/>',
+             f'<line x1="{left}" y1="{top}" x2="{left}" y2="{height - bottom}" stroke="black"/>']
+    for n in ns:
+        x, _ = xy(n, 1)
+        parts.append(f'<text x="{x}" y="{height - bottom + 16}" text-anchor="middle">{n}</text>')
+    for exponent in range(math.floor(lo), math.ceil(hi) + 1):
+        _, y = xy(min(ns), 10 ** exponent)
+        if top - 1 <= y <= height - bottom + 1:
+            parts.append(f'<text x="{left - 6}" y="{y + 4}" text-anchor="end">{10 ** exponent:g}</text>')
+    parts.append(f'<text x="{(left + width - right) / 2}" y="{height - 12}" text-anchor="middle">n (positions)</text>')
+    parts.append(f'<text x="16" y="{(top + height - bottom) / 2}" transform="rotate(-90 16 '
+                 f'{(top + height - bottom) / 2})" text-anchor="middle">peak growth, MiB</text>')
+    for i, (label, colour, points, dash) in enumerate(series):
+        if points:
+            parts.append(line(points, colour, dash))
+        parts.append(f'<line x1="{width - right + 12}" y1="{top + 10 + 20 * i}" x2="{width - right + 32}" '
+                     f'y2="{top + 10 + 20 * i}" stroke="{colour}" stroke-width="2" {dash}/>')
+        parts.append(f'<text x="{width - right + 36}" y="{top + 14 + 20 * i}">{label}</text>')
+    return "\n".join(parts + ["</svg>"]) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 2048, 4096, 8192, 16384])
@@ -89,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--block-size", type=int, default=256)
     parser.add_argument("--naive-limit-gib", type=float, default=6.0)
     parser.add_argument("--quick", action="store_true", help="n = 512 and 1024 only")
+    parser.add_argument("--svg", type=Path, help="also draw the measured memory against n into this SVG file")
     parser.add_argument("--one", nargs=4, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
@@ -99,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"causal float32, head_dim {args.head_dim}, block_size {args.block_size}, one thread; "
           "peak memory growth during forward + backward")
     print(f"{'n':>6} {'n×n MiB':>8} {'tiled MiB':>10} {'naive MiB':>10} {'ratio':>7} {'tiled s':>8} {'naive s':>8}")
+    rows = []
     for n in lengths:
         matrix = n * n * 4
         tiled = measure("tiled", n, args.head_dim, args.block_size)
@@ -107,6 +161,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{n:>6} {matrix / MIB:>8.0f} {tiled['growth'] / MIB:>10.1f} "
               f"{(naive['growth'] / MIB if naive else float('nan')):>10.1f} {ratio} {tiled['seconds']:>8.2f} "
               f"{(naive['seconds'] if naive else float('nan')):>8.2f}")
+        rows.append((n, tiled["growth"] / MIB, naive["growth"] / MIB if naive else None))
+    if args.svg:
+        args.svg.write_text(memory_svg(rows, "Peak memory of causal attention, forward + backward",
+                                       f"float32, head_dim {args.head_dim}, block {args.block_size}, measured "
+                                       "(bench/flash_attention_memory.py)"), encoding="utf-8")
+        print(f"wrote {args.svg}")
     print("ratio: naive's peak growth over tiled's (tiled's counted as at least 1 MiB), measured in this run")
     return 0
 

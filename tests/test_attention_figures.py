@@ -238,7 +238,9 @@ READMES = {
 
 
 # Figures that are not attention maps, each tested with its own script.
-OTHER_FIGURES = {"rope_rotation.svg"}   # exercise 16: tests/test_rope_figure.py
+OTHER_FIGURES = {"rope_rotation.svg",                  # exercise 16: tests/test_rope_figure.py
+                 "flash_attention_causal_blocks.svg",  # exercise 15: tests/test_flash_figure.py
+                 "flash_attention_memory.svg"}         # exercise 15, measured: tests/test_flash_figure.py
 
 
 def test_the_committed_figures_are_well_formed_and_hold_attention_weights():
