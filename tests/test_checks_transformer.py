@@ -227,7 +227,11 @@ def test_the_figures_map_never_changes_the_copy_verdict(submitted, expected, min
     assert checks._learns({**submitted, "cross_attention": mine}, expected) == verdict
 
 
-def test_the_reference_learns_far_inside_the_thresholds(expected):
+def test_the_reference_learns_and_stops_early(expected):
+    """Training stops once both thresholds hold at two checks in a row
+    (copy_task's stop_when): the reference meets them, with room on the
+    copying side, before its step budget is spent. (Over 20 seeds, with and
+    without stopping: bench/copy_task_reliability.py --hidden.)"""
     (outcome,) = expected["11-copy-task"]
-    assert outcome["final_loss"] <= checks.MAX_FINAL_LOSS / 3
-    assert outcome["exact_match"] >= checks.MIN_EXACT_MATCH + 0.3
+    assert outcome["final_loss"] <= checks.MAX_FINAL_LOSS
+    assert outcome["exact_match"] >= checks.MIN_EXACT_MATCH + 0.2

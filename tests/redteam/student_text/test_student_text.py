@@ -7,7 +7,12 @@ forged result frames) into what a student gets back. One `grader grade` run
 grades them all with a correct control; then each attack's marker
 (``ZZLEAK<nn>``) must be absent from results.json, grades.csv, the student's
 HTML page, the gradebook's student-facing fields and the Gradescope results
-built from them. The instructor-only page may show it (escaped)."""
+built from them, with one exception (issue 31): an error the submission
+raises is replayed on an ungraded input of the same kind
+(grader/own_errors.py), and that replay's message, bounded and escaped, is
+told after its fixed phrase. Text there was made from an input that grades
+nobody, so it carries nothing hidden; anywhere else the marker must not
+appear. The instructor-only page may show it (escaped)."""
 from __future__ import annotations
 
 import csv
@@ -34,6 +39,21 @@ STUDENT_FACING_VERDICT_FIELDS = ("check_id", "passed", "points", "max_points", "
 
 def _marker(name: str) -> str:
     return f"ZZLEAK{name[1:3]}"
+
+
+# What precedes a replayed message (grader/own_errors.py), in either language.
+REPLAY_PHRASES = ("on an ungraded input of that kind it says: ", "在同类、不计分的输入上，它的信息是：")
+
+
+def _outside_replays(text: str, marker: str) -> list[int]:
+    """Where ``marker`` occurs in ``text`` other than inside a replayed
+    message (at most 200 characters after its phrase)."""
+    found, start = [], 0
+    while (i := text.find(marker, start)) >= 0:
+        if not any(phrase in text[max(0, i - 260):i] for phrase in REPLAY_PHRASES):
+            found.append(i)
+        start = i + 1
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -65,20 +85,20 @@ def test_attack_gets_its_outcome_and_its_text_reaches_no_student(graded, name):
     student_page = out / "report" / "students" / f"{page_name(name)}.html"
     assert student_page.is_file()
     for path in (out / "results.json", out / "grades.csv", student_page):
-        assert marker not in path.read_text(encoding="utf-8"), path.name
+        assert not _outside_replays(path.read_text(encoding="utf-8"), marker), path.name
     record = records[name]
     shown = [record.status, record.reason,
              *(str({k: v.get(k) for k in STUDENT_FACING_VERDICT_FIELDS}) for v in record.verdicts)]
-    assert not [text for text in shown if marker in text]
+    assert not [text for text in shown if _outside_replays(text, marker)]
     course = load_course()
-    assert marker not in str(results_json(course, [record]))
+    assert not _outside_replays(str(results_json(course, [record])), marker)
 
 
 def test_no_marker_anywhere_a_student_looks(graded):
     _, root, _ = graded
     out = root / "out"
     for path in [out / "results.json", out / "grades.csv", *(out / "report" / "students").glob("*.html")]:
-        assert "ZZLEAK" not in path.read_text(encoding="utf-8"), path.name
+        assert not _outside_replays(path.read_text(encoding="utf-8"), "ZZLEAK"), path.name
     rows = list(csv.DictReader(open(out / "grades.csv", encoding="utf-8")))
     assert {row["student"] for row in rows} == {*ATTACKS, "control"}
 
