@@ -3,6 +3,7 @@ trusted module in this process, and compare plain-data results exactly."""
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from types import ModuleType
 
 import torch
@@ -41,3 +42,33 @@ def submission_folder(tmp_path, source: str, module_name: str = "submission", fo
     folder.mkdir(exist_ok=True)
     (folder / f"{module_name}.py").write_text(source)
     return folder
+
+
+def exercise_module(exercise_id: str, source: str, folder: Path) -> ModuleType:
+    """``source`` as exercise ``exercise_id``'s module, assembled in
+    ``folder`` with the modules the exercise ships, and loaded here
+    (references and trusted test code only: student code runs in the sandbox)."""
+    from coursekit.loader import load_module
+    from grader.course import REPO_ROOT, load_course
+    from grader.intake.submissions import assemble
+
+    course = load_course(check_files=False)
+    exercise = course.exercise(exercise_id)
+    return load_module(assemble(exercise, source.encode(), folder, course, REPO_ROOT), exercise.module)
+
+
+def plan_values(plan, module: ModuleType, check_id: str) -> list[object]:
+    """The results of ``check_id``'s calls of ``plan`` on ``module``, here;
+    an exception a wrong solution raises is kept as its result."""
+    values: list[object] = []
+    for call in plan.calls[plan.slices[check_id]]:
+        try:
+            values.append(run_probe(module, call))
+        except Exception as exc:  # noqa: BLE001 - a wrong solution may raise: that is its result
+            values.append(exc)
+    return values
+
+
+def all_pass(check, got: list[object], want: list[object]) -> bool:
+    """Whether every call's result passes ``check``'s comparison with the expected one."""
+    return all(not isinstance(g, Exception) and check.compare(g, w) is None for g, w in zip(got, want, strict=True))

@@ -20,10 +20,10 @@ from grader.checks import CheckPlan, CouldNotTell
 from grader.checks import flash_attention as checks
 from grader.checks.forbidden import unwrapped
 from grader.checks.memory import MIB, TOO_MUCH_MEMORY, MemoryBudget, peak_memory_within, verdict
-from grader.course import REPO_ROOT, load_course
+from grader.course import REPO_ROOT
 from grader.failures import measured_failure
-from grader.intake.submissions import assemble
 from grader.sandbox import CallResult, ProbeCall, RunResult
+from probecalls import exercise_module
 
 PLAN = CheckPlan.build(checks.CHECKS)
 REFERENCE = (REPO_ROOT / "solutions" / "15_flash_attention" / "flash_attention.py").read_text()
@@ -95,18 +95,12 @@ def flash_attention(query, key, value, block_size=64, causal=False):
 
 
 @pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+def _one_thread(one_thread):
+    """Every test here on one thread (tests/conftest.py)."""
 
 
 def _module(source: str, tmp_path_factory: pytest.TempPathFactory, name: str) -> ModuleType:
-    course = load_course(check_files=False)
-    exercise = course.exercise("15")
-    folder = assemble(exercise, source.encode(), tmp_path_factory.mktemp(name), course, REPO_ROOT)
-    return load_module(folder, exercise.module)
+    return exercise_module("15", source, tmp_path_factory.mktemp(name))
 
 
 def _calls(check_id: str) -> list[ProbeCall]:

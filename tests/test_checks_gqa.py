@@ -12,15 +12,13 @@ from types import ModuleType
 import pytest
 import torch
 
-from coursekit.loader import load_module
 from coursekit.probes import gqa as probes
 from grader.checks import CheckPlan, counting
 from grader.checks import gqa as checks
 from grader.checks.forbidden import unwrapped
 from grader.course import REPO_ROOT, load_course
 from grader.course.pitfalls import load_variants
-from grader.intake.submissions import assemble
-from probecalls import same
+from probecalls import exercise_module, same
 
 CORPUS = REPO_ROOT / "tests" / "accuracy" / "17"
 REFERENCE_SOURCE = (REPO_ROOT / "solutions" / "17_gqa" / "gqa.py").read_text()
@@ -35,10 +33,7 @@ def _label(path) -> dict[str, str]:
 
 
 def _module(source: str, tmp_path_factory: pytest.TempPathFactory, name: str) -> ModuleType:
-    course = load_course(check_files=False)
-    exercise = course.exercise("17")
-    folder = assemble(exercise, source.encode(), tmp_path_factory.mktemp(name), course, REPO_ROOT)
-    return load_module(folder, exercise.module)
+    return exercise_module("17", source, tmp_path_factory.mktemp(name))
 
 
 def _run(module: ModuleType, check_id: str) -> list[object]:

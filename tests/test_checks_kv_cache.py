@@ -7,19 +7,16 @@ step. ``grader check 14`` covers the reference, the stub and the pitfall
 variants through the sandbox."""
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
 
 import pytest
 import torch
 
-from coursekit.loader import load_module
 from coursekit.probes import kv_cache as probes
 from grader.checks import CheckPlan
 from grader.checks import kv_cache as checks
-from grader.course import REPO_ROOT, load_course
-from grader.intake.submissions import assemble
-from probecalls import same
+from grader.course import REPO_ROOT
+from probecalls import all_pass, exercise_module, plan_values, same
 
 CORPUS = REPO_ROOT / "tests" / "accuracy" / "14"
 REFERENCE_SOURCE = (REPO_ROOT / "solutions" / "14_kv_cache" / "kv_cache.py").read_text()
@@ -33,33 +30,20 @@ def _label(path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+def _one_thread(one_thread):
+    """Every test here on one thread (tests/conftest.py)."""
 
 
 def _module(source: str, tmp_path_factory: pytest.TempPathFactory, name: str) -> ModuleType:
-    course = load_course(check_files=False)
-    exercise = course.exercise("14")
-    folder = assemble(exercise, source.encode(), tmp_path_factory.mktemp(name), course, REPO_ROOT)
-    return load_module(folder, exercise.module)
+    return exercise_module("14", source, tmp_path_factory.mktemp(name))
 
 
 def _run(module: ModuleType, check_id: str) -> list[object]:
-    values = []
-    for call in PLAN.calls[PLAN.slices[check_id]]:
-        probe_module, function = call.probe.split(":")
-        try:
-            values.append(getattr(importlib.import_module(probe_module), function)(module, **call.kwargs))
-        except Exception as exc:  # noqa: BLE001 - a wrong solution may raise: that is its result
-            values.append(exc)
-    return values
+    return plan_values(PLAN, module, check_id)
 
 
 def _passes(check, got: list[object], want: list[object]) -> bool:
-    return all(not isinstance(g, Exception) and check.compare(g, w) is None for g, w in zip(got, want, strict=True))
+    return all_pass(check, got, want)
 
 
 @pytest.fixture(scope="module")

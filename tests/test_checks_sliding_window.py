@@ -20,8 +20,7 @@ from coursekit.probes import sliding_window as probes
 from grader.checks import CheckPlan
 from grader.checks import sliding_window as checks
 from grader.course import REPO_ROOT, load_course
-from grader.intake.submissions import assemble
-from probecalls import same
+from probecalls import exercise_module, same
 
 PLAN = CheckPlan.build(checks.CHECKS)
 REFERENCE_SOURCE = (REPO_ROOT / "solutions" / "18_sliding_window" / "sliding_window.py").read_text()
@@ -29,18 +28,12 @@ CORPUS = REPO_ROOT / "tests" / "accuracy" / "18"
 
 
 @pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+def _one_thread(one_thread):
+    """Every test here on one thread (tests/conftest.py)."""
 
 
 def _module(source: str, tmp_path_factory: pytest.TempPathFactory, name: str) -> ModuleType:
-    course = load_course(check_files=False)
-    exercise = course.exercise("18")
-    folder = assemble(exercise, source.encode(), tmp_path_factory.mktemp(name), course, REPO_ROOT)
-    return load_module(folder, exercise.module)
+    return exercise_module("18", source, tmp_path_factory.mktemp(name))
 
 
 @pytest.fixture(scope="module")

@@ -11,12 +11,11 @@ from types import ModuleType
 import pytest
 import torch
 
-from coursekit.loader import load_module
 from grader.checks import CheckPlan
 from grader.checks import transformer as checks
 from grader.checks.forbidden import unwrapped
-from grader.course import REPO_ROOT, load_course
-from grader.intake.submissions import assemble
+from grader.course import REPO_ROOT
+from probecalls import exercise_module
 
 # Correct, but unlike the reference: layers created in another order,
 # padding_idx, a causal mask without the target padding part, an encoder mask
@@ -127,18 +126,12 @@ PLAN = CheckPlan.build(checks.CHECKS)
 
 
 @pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+def _one_thread(one_thread):
+    """Every test here on one thread (tests/conftest.py)."""
 
 
 def _module(source: str, tmp_path_factory: pytest.TempPathFactory, name: str) -> ModuleType:
-    course = load_course(check_files=False)
-    exercise = course.exercise("11")
-    folder = assemble(exercise, source.encode(), tmp_path_factory.mktemp(name), course, REPO_ROOT)
-    return load_module(folder, exercise.module)
+    return exercise_module("11", source, tmp_path_factory.mktemp(name))
 
 
 def _run(module: ModuleType, check_id: str) -> list[object]:
