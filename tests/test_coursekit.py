@@ -115,8 +115,10 @@ def test_a_pytest_run_with_the_plugin_keeps_torchs_heap_out_of_full_collections(
         "    os.write(1, b' frozen in session: %d' % (gc.get_freeze_count() > 0))\n", encoding="utf-8")
 
     def run(*plugin: str) -> subprocess.CompletedProcess:
+        # --confcutdir: no conftest.py above the temp folder (a stray /tmp/conftest.py) joins the run.
         return subprocess.run([sys.executable, "-m", "pytest", "-q", "-s", str(test), "-p", "no:cacheprovider",
-                               *plugin], cwd=REPO_ROOT, capture_output=True, text=True, timeout=120)
+                               "--confcutdir", str(tmp_path), *plugin], cwd=REPO_ROOT, capture_output=True, text=True,
+                              timeout=120)
 
     without, with_plugin = run(), run("-p", "coursekit.pytest_plugin")
     assert without.returncode == 0 and "1 passed" in without.stdout, without.stdout
