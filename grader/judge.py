@@ -194,12 +194,6 @@ class Judge:
             else (lambda: self.variant_results(exercise, workdir, None, [name])[name])
         return run_seeded(inputs.plan, fixed.plan, fixed_run, run)
 
-    def adopt_references(self, exercise: Exercise, expected: RunResult, variants: dict[str, RunResult]) -> None:
-        """Fixed inputs' reference and variant results computed elsewhere (shipped to a Dask worker)."""
-        fixed = self.input_set(exercise)
-        for name, run in {"reference": expected, **{f"variant {p}": v for p, v in variants.items()}}.items():
-            fixed.adopt(name, run)
-
     def variant_results(self, exercise: Exercise, workdir: Path, seed: int | None = None,
                         names: list[str] | None = None) -> dict[str, RunResult]:
         """The pitfall variants' (``names``, default all) results on the hidden

@@ -67,10 +67,6 @@ class InputSet:
                 self._results[name] = compute()
             return self._results[name]
 
-    def adopt(self, name: str, value: object) -> None:
-        with self._lock:
-            self._results.setdefault(name, value)
-
     def variant_failure(self, check: Check, pitfall_id: str, variant: RunResult, expected: RunResult) -> Failure | None:
         """How the variant fails this check (once per check and variant: it
         was recompared on every failing submission)."""

@@ -18,7 +18,7 @@ from grader.checks import gqa as checks
 from grader.checks.forbidden import unwrapped
 from grader.course import REPO_ROOT, load_course
 from grader.course.pitfalls import load_variants
-from probecalls import exercise_module, same
+from probecalls import all_pass, exercise_module, plan_values, same
 
 CORPUS = REPO_ROOT / "tests" / "accuracy" / "17"
 REFERENCE_SOURCE = (REPO_ROOT / "solutions" / "17_gqa" / "gqa.py").read_text()
@@ -37,19 +37,11 @@ def _module(source: str, tmp_path_factory: pytest.TempPathFactory, name: str) ->
 
 
 def _run(module: ModuleType, check_id: str) -> list[object]:
-    from probecalls import run_probe
-    values = []
-    for call in PLAN.calls[PLAN.slices[check_id]]:
-        try:
-            values.append(run_probe(module, call))
-        except Exception as exc:  # noqa: BLE001 - a wrong solution may raise: that is its result
-            values.append(exc)
-    return values
+    return plan_values(PLAN, module, check_id)
 
 
 def _passes(check_id: str, got: list[object], want: list[object]) -> bool:
-    check = BY_ID[check_id]
-    return all(not isinstance(g, Exception) and check.compare(g, w) is None for g, w in zip(got, want, strict=True))
+    return all_pass(BY_ID[check_id], got, want)
 
 
 def _passed(module: ModuleType, expected: dict[str, list[object]]) -> set[str]:
