@@ -81,6 +81,10 @@ class Check:
     # time the sandbox measures from outside (CallResult.cpu_s) covers that
     # call alone: for checks of how much work a call does.
     measured: bool = False
+    # Its calls run first in the child, right after the submission is
+    # imported and before every other check's: a peak memory measured there
+    # cannot hide in heap that earlier calls freed (grader/checks/memory.py).
+    runs_first: bool = False
     # Keeps its own seed's inputs for every submission (grader/checks/inputs.py):
     # only for a check whose verdict is a threshold the reference reaches, never
     # a comparison of values (a copy task's training), and whose failure shows
@@ -331,7 +335,9 @@ class CheckPlan:
               figures: list[Figure] = (), seed: int | None = None) -> "CheckPlan":
         """``seed``: a submission's inputs (grader/checks/inputs.py); None: each check's own."""
         plan = cls(checks)
-        for check in sorted(checks, key=lambda c: c.run_rule is not None):  # stable: run rules' checks last
+        # Stable: checks that run first (a peak measured on a fresh heap), then the
+        # others, then those with a run rule (what they run can see what the others did).
+        for check in sorted(checks, key=lambda c: (not c.runs_first, c.run_rule is not None)):
             start = len(plan.calls)
             plan.calls += check.build_calls(variant, seed)
             plan.slices[check.id] = slice(start, len(plan.calls))

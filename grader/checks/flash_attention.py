@@ -9,7 +9,8 @@ diagonal aligned bottom-right, and queries that see no key at all.
 Memory is the point of the exercise: two measured checks run a causal
 float32 sequence of MEMORY_N positions, the forward alone and forward plus
 backward, and the grader reads the child's peak memory from outside
-(grader/checks/memory.py). The (n, n) matrix is 64 MiB there; the
+(grader/checks/memory.py). They run first in the child, so that no heap
+freed by other calls can hide the peak. The (n, n) matrix is 64 MiB there; the
 reference's peak grows by a few MiB. Each value check counts only once the memory of
 what it relies on passed, as 14's values wait on the work its cache saves.
 """
@@ -29,6 +30,7 @@ F32 = {"atol": 1e-4, "rtol": 1e-3}      # float32 over 4096 keys: two correct ti
 # temporaries, as the README allows) stays far below the (n, n) matrix, as a tiling of both does.
 MEMORY_N, MEMORY_HEAD_DIM, MEMORY_BLOCK = 4096, 64, 64
 MATRIX_BYTES = MEMORY_N * MEMORY_N * 4   # one float32 (n, n) matrix: 64 MiB
+WARM_UP_N = 2 * MEMORY_BLOCK + 1
 
 
 def _int(gen: torch.Generator, low: int, high: int) -> int:
@@ -95,12 +97,15 @@ COULD_NOT_TELL = text(
 
 def _memory_check(check_id: str, weight: float, probe: str, what: tuple[str, str], seed: int) -> Check:
     def calls(gen: torch.Generator) -> list[ProbeCall]:
-        return [ProbeCall(f"{PROBES}:{probe}", {"n": MEMORY_N, "head_dim": MEMORY_HEAD_DIM,
-                                                "block_size": MEMORY_BLOCK, "seed": _int(gen, 0, 10_000)})]
+        # A short call first warms the child up (the first backward in a process
+        # imports hundreds of modules); the long one, last, is measured.
+        return [ProbeCall(f"{PROBES}:{probe}", {"n": n, "head_dim": MEMORY_HEAD_DIM,
+                                                "block_size": MEMORY_BLOCK, "seed": _int(gen, 0, 10_000)})
+                for n in (WARM_UP_N, MEMORY_N)]
 
     fields = ("output", "lse") if probe == "long_forward" else ("output", "grad_query", "grad_key", "grad_value")
     return Check(
-        id=check_id, weight=weight, seed=seed, measured=True,
+        id=check_id, weight=weight, seed=seed, measured=True, runs_first=True,
         message=text(f"{what[0]} on a causal float32 sequence of {MEMORY_N} positions (head_dim "
                      f"{MEMORY_HEAD_DIM}, block_size {MEMORY_BLOCK}): the reference's values, with a peak memory "
                      f"far below one {MEMORY_N}×{MEMORY_N} matrix ({MATRIX_BYTES >> 20} MiB; measured by the grader)",

@@ -3,16 +3,22 @@ near an (n, n) matrix, judged on the peak resident memory the sandbox reads
 for the child from ``/proc`` around the call (``CallResult.peak_rss``,
 grader/sandbox/proc.py), never on anything the child reports.
 
-Two figures, each judged: how far the call's peak rose above what the
-child held when the call was sent (``peak_growth``): below ``matrix / 2``
-it passes, from ``matrix`` on it fails (a naive attention needs several
-such matrices); and how far its peak lies above the reference's peak for
-the same call (memory set aside before the call, at import time, and used
-during it shows there), judged twice as wide (below ``matrix`` it passes,
-from ``2 matrix`` on it fails), since a submission that imports a large
-library holds more from the start. Either failing fails; a figure in
-between decides nothing: the check could not tell, scores no points for
-now and goes to the instructor's review list, as grader/checks/work.py's.
+Two figures, each judged alike (below ``matrix / 2`` it passes, from
+``matrix`` on it fails): how far the call's peak rose above what the child
+held when the call was sent (``peak_growth``: a naive attention needs
+several such matrices), and how far its peak lies above the reference's
+peak for the same call. The second is the one the child cannot lower by
+reusing memory it set aside and freed before the call (at import time, or
+in an earlier call: a freed heap stays resident and is reused without
+raising the peak). Such checks run first in the child (``Check.runs_first``),
+the measured call last of its check, after a short call of the same probe
+that warms the child up (PyTorch's first backward imports hundreds of
+modules): only the import and that comes before it, for the reference as
+for the submission; what a library imported beside the code holds (the largest
+importable here, matplotlib, holds 14 MiB) stays far below ``matrix / 2``.
+Either failing fails; a figure in between decides nothing: the check
+could not tell, scores no points for now and goes to the instructor's
+review list, as grader/checks/work.py's.
 """
 from __future__ import annotations
 
@@ -37,8 +43,10 @@ class MemoryBudget:
 
 
 def _call(run: RunResult, inputs: Sequence[ProbeCall], probe: str) -> CallResult | None:
-    # A recorded call (grader/checks/forbidden.py: observed) names its probe inside.
-    index = next((i for i, call in enumerate(inputs) if probe in (call.probe, call.kwargs.get("probe"))), None)
+    # The last call of the probe: those before it warm the child up (a recorded
+    # call, grader/checks/forbidden.py: observed, names its probe inside).
+    index = next((i for i in reversed(range(len(inputs)))
+                  if probe in (inputs[i].probe, inputs[i].kwargs.get("probe"))), None)
     return run.calls[index] if index is not None and index < len(run.calls) else None
 
 
@@ -49,16 +57,14 @@ def above_reference(call: CallResult, reference: CallResult | None) -> int | Non
     return call.peak_rss - reference.peak_rss
 
 
-def verdict(figure: int | None, matrix_bytes: int, reference_growth: int | None, *, above: bool = False) -> str:
-    """"pass", "fail" or "could not tell" for a call's peak growth; with
-    ``above``, for its peak above the reference's, judged twice as wide
-    (a submission that imports a large library holds more from the start)."""
+def verdict(figure: int | None, matrix_bytes: int, reference_growth: int | None) -> str:
+    """"pass", "fail" or "could not tell" for a call's peak growth, or for
+    its peak above the reference's."""
     if figure is None or reference_growth is None or reference_growth >= matrix_bytes // 4:
         return "could not tell"   # the reference itself is not far from the matrix here
-    low, high = (matrix_bytes, 2 * matrix_bytes) if above else (matrix_bytes // 2, matrix_bytes)
-    if figure < low:
+    if figure < matrix_bytes // 2:
         return "pass"
-    return "fail" if figure >= high else "could not tell"
+    return "fail" if figure >= matrix_bytes else "could not tell"
 
 
 class MeasuredReason(str):
@@ -116,7 +122,7 @@ def peak_memory_within(budgets: Sequence[MemoryBudget], could_not_tell: Text) ->
                 continue   # no figure: the call's own failure says what went wrong
             reference_growth = None if reference is None else reference.peak_growth
             for figure, above in ((call.peak_growth, False), (above_reference(call, reference), True)):
-                outcome = verdict(figure, budget.matrix_bytes, reference_growth, above=above)
+                outcome = verdict(figure, budget.matrix_bytes, reference_growth)
                 if outcome == "fail":
                     return _reason(budget, figure, reference_growth or 0, above)
                 undecided |= outcome == "could not tell"
