@@ -66,3 +66,14 @@ def load_module(folder: Path | str, module_name: str) -> ModuleType:
         ) from exc
     finally:
         sys.path.remove(str(folder))
+
+
+def load_shipped(module: ModuleType, name: str) -> ModuleType:
+    """The module ``name`` shipped beside the student's ``module`` (an earlier
+    exercise's reference, in the same folder). A notebook's answer is a
+    module whose file is a copy in a temporary folder (coursekit/notebook.py):
+    its shipped modules lie in the folder the notebook runs in."""
+    folder = Path(module.__file__).resolve().parent
+    if not (folder / f"{name}.py").is_file():
+        folder = Path.cwd()
+    return load_module(folder, name)

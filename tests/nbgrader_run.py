@@ -4,13 +4,22 @@ test's tmp_path (tests/test_release_nbgrader.py, tests/test_exam_nbgrader.py).
 Imported as ``nbgrader_run`` (tests/conftest.py puts this folder on the path)."""
 from __future__ import annotations
 
+import html
 import json
 import os
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from grader.course import REPO_ROOT
+
+
+def visible_text(path: Path) -> str:
+    """A feedback page as a reader sees it: tags stripped, entities decoded
+    (syntax highlighting splits code lines into many spans)."""
+    return html.unescape(re.sub(r"<[^>]+>", "", path.read_text(encoding="utf-8")))
 
 
 def nbgrader_meta(cell) -> dict:
@@ -55,3 +64,43 @@ class NbgraderWorld:
     def exchange_args(self, course_id: str) -> list[str]:
         """What a student's nbgrader command needs to find the course."""
         return [f"--Exchange.root={self.exchange}", f"--course={course_id}"]
+
+    def round_trip(self, course, assignment_id: str, answers: dict[str, dict[str, str]]) -> tuple[dict, float]:
+        """The whole trip through the real nbgrader for ``course``'s
+        assignment (written by ``grader release nbgrader``'s code):
+        generate, release; each student of ``answers`` fetches, writes their
+        code ({exercise id: module source}; the rest stays the stub) into the
+        answer cells and submits; collect, autograde, generate_feedback.
+        Returns each (student, folder)'s feedback page as visible text, and
+        autograde's seconds."""
+        import nbformat
+
+        from grader.release.common import answer_cell_id
+        from grader.release.nbgrader import course_id, write_course
+
+        assignment = next(a for a in course.assignments if a.id == assignment_id)
+        exercises = [course.exercise(i) for i in assignment.exercises]
+        self.install_kernel()
+        write_course(course, REPO_ROOT, self.course_dir, assignment_ids=[assignment_id], exchange=self.exchange)
+        self.run("-m", "nbgrader", "generate_assignment", assignment_id, cwd=self.course_dir)
+        self.run("-m", "nbgrader", "release_assignment", assignment_id, cwd=self.course_dir)
+        exchange_args = self.exchange_args(course_id(course))
+        for student, code in answers.items():
+            workdir = self.tmp_path / "students" / student
+            workdir.mkdir(parents=True)
+            self.run("-m", "nbgrader", "fetch_assignment", assignment_id, *exchange_args, cwd=workdir)
+            for exercise in exercises:
+                path = workdir / assignment_id / f"{exercise.folder}.ipynb"
+                notebook = nbformat.read(path, as_version=4)
+                if exercise.id in code:
+                    cell_by_id(notebook, answer_cell_id(exercise)).source = code[exercise.id]
+                nbformat.write(notebook, path)
+            self.run("-m", "nbgrader", "submit", assignment_id, *exchange_args, f"--student={student}", cwd=workdir)
+        self.run("-m", "nbgrader", "collect", assignment_id, cwd=self.course_dir)
+        started = time.monotonic()
+        self.run("-m", "nbgrader", "autograde", assignment_id, cwd=self.course_dir)
+        autograde_s = time.monotonic() - started
+        self.run("-m", "nbgrader", "generate_feedback", assignment_id, cwd=self.course_dir)
+        feedback = {(s, e.folder): visible_text(self.course_dir / "feedback" / s / assignment_id / f"{e.folder}.html")
+                    for s in answers for e in exercises}
+        return feedback, autograde_s

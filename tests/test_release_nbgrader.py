@@ -3,8 +3,6 @@ into nbgrader's gradebook, and (slow) the whole round trip with the real
 nbgrader: generate, release, fetch, submit, collect, autograde, feedback."""
 from __future__ import annotations
 
-import html
-import re
 import time
 from pathlib import Path
 
@@ -18,12 +16,12 @@ pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")
 from grader.course import REPO_ROOT, load_course  # noqa: E402
 from grader.gradebook import Gradebook, Key  # noqa: E402
 from grader.course.pitfalls import load_variants  # noqa: E402
-from grader.release.common import answer_cell_id, grade_cell_id  # noqa: E402
+from grader.release.common import grade_cell_id  # noqa: E402
 from grader.release.nbgrader import next_steps, push_scores, write_course  # noqa: E402
 from grader.release.notebooks import BEGIN_SOLUTION, CODE_STUB, END_SOLUTION  # noqa: E402
 from grader.release.student_repo import hidden_check_ids, secret_lines  # noqa: E402
 from grader.intake.submissions import collect  # noqa: E402
-from nbgrader_run import NbgraderWorld, cell_by_id  # noqa: E402
+from nbgrader_run import NbgraderWorld, visible_text  # noqa: E402
 from nbgrader_run import nbgrader_meta as _nbgrader_meta  # noqa: E402
 
 EXERCISES = ["01", "02", "04"]
@@ -163,12 +161,6 @@ def test_push_refuses_unknown_assignment_and_missing_db(tmp_path, course):
 
 # --- the real thing ---------------------------------------------------------------
 
-def _visible_text(path: Path) -> str:
-    """The feedback page as a reader sees it: tags stripped, entities decoded
-    (syntax highlighting splits code lines into many spans)."""
-    return html.unescape(re.sub(r"<[^>]+>", "", path.read_text(encoding="utf-8")))
-
-
 @pytest.mark.slow
 def test_nbgrader_round_trip(tmp_path, course):
     """Reference: full marks; stub: none; a pitfall variant: partial marks,
@@ -177,38 +169,15 @@ def test_nbgrader_round_trip(tmp_path, course):
     gradebook nbgrader made."""
     started = time.monotonic()
     world = NbgraderWorld(tmp_path)
-    course_dir, exchange, run = world.course_dir, world.exchange, world.run
-    world.install_kernel()
-
+    course_dir = world.course_dir
     # An assignment of just the three exercises this test fills in (autograde is slow).
     attention = next(a for a in course.assignments if a.id == "attention")
     course = course.model_copy(update={"assignments": [attention.model_copy(update={"exercises": EXERCISES})]})
-    write_course(course, REPO_ROOT, course_dir, assignment_ids=["attention"], exchange=exchange)
-    run("-m", "nbgrader", "generate_assignment", "attention", cwd=course_dir)
-    run("-m", "nbgrader", "release_assignment", "attention", cwd=course_dir)
-
     exercises = [course.exercise(i) for i in EXERCISES]
     reference = {e.id: (REPO_ROOT / "solutions" / e.folder / e.module).read_text() for e in exercises}
     variant = load_variants(course.exercise("01"), REPO_ROOT)["softmax-overflow"].source
     answers = {"ref": reference, "stub": {}, "variant": {**reference, "01": variant}}
-    exchange_args = world.exchange_args("attention-transformers")
-    for student, code in answers.items():
-        workdir = tmp_path / "students" / student
-        workdir.mkdir(parents=True)
-        run("-m", "nbgrader", "fetch_assignment", "attention", *exchange_args, cwd=workdir)
-        for exercise in exercises:
-            path = workdir / "attention" / f"{exercise.folder}.ipynb"
-            notebook = nbformat.read(path, as_version=4)
-            if exercise.id in code:
-                cell_by_id(notebook, answer_cell_id(exercise)).source = code[exercise.id]
-            nbformat.write(notebook, path)
-        run("-m", "nbgrader", "submit", "attention", *exchange_args, f"--student={student}", cwd=workdir)
-
-    run("-m", "nbgrader", "collect", "attention", cwd=course_dir)
-    graded_at = time.monotonic()
-    run("-m", "nbgrader", "autograde", "attention", cwd=course_dir)
-    autograde_s = time.monotonic() - graded_at
-    run("-m", "nbgrader", "generate_feedback", "attention", cwd=course_dir)
+    feedback, autograde_s = world.round_trip(course, "attention", answers)
 
     db_url = f"sqlite:///{course_dir / 'gradebook.db'}"
     with nbgrader_api.Gradebook(db_url) as gb:
@@ -219,8 +188,6 @@ def test_nbgrader_round_trip(tmp_path, course):
         assert all(gb.find_submission("attention", s).score == 0 for s in answers)
         assert gb.find_submission("attention", "ref").needs_manual_grade
 
-    feedback = {(s, e.folder): _visible_text(course_dir / "feedback" / s / "attention" / f"{e.folder}.html")
-                for s in answers for e in exercises}
     variant_page = feedback[("variant", "01_softmax")]
     assert "hint [softmax-overflow]" in variant_page
     assert course.pitfall("softmax-overflow").hint.en in variant_page
@@ -251,8 +218,8 @@ def test_nbgrader_round_trip(tmp_path, course):
         assert gb.find_submission_notebook("04_self_attention", "attention", "variant").score == 0  # no record
     # The feedback generated before the push is stale: regenerated with --force, it shows our score.
     assert next_steps(course_dir, "attention")[1]
-    run("-m", "nbgrader", "generate_feedback", "attention", "--force", cwd=course_dir)
-    page = _visible_text(course_dir / "feedback" / "variant" / "attention" / "01_softmax.html")
+    world.run("-m", "nbgrader", "generate_feedback", "attention", "--force", cwd=course_dir)
+    page = visible_text(course_dir / "feedback" / "variant" / "attention" / "01_softmax.html")
     assert "3 / 10 points" in page and "Course grader" in page
     print(f"\nnbgrader round trip: {time.monotonic() - started:.0f} s (autograde {autograde_s:.0f} s)")
 

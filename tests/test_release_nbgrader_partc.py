@@ -2,25 +2,27 @@
 exercise 12; ``generate``: 13 and 14; ``modern``: 15 to 18): ``grader release nbgrader``
 writes them, and the real ``nbgrader generate_assignment`` accepts them and
 hands students the stub, the modules the exercise ships, and the README's
-figures inline. Fast: no autograde (tests/test_release_nbgrader.py's round
-trip covers that path).
+figures inline. And ``modern`` (part D) goes the whole round trip through
+the real nbgrader: its notebooks' public tests run in nbgrader's kernel.
 
 Run with an nbgrader that has its templates (``/work/main/.venv``)."""
 from __future__ import annotations
 
 import base64
 import re
+import time
 
 import pytest
 
 nbformat = pytest.importorskip("nbformat", reason="the release extra (pip install -e '.[release]') is not installed")
-pytest.importorskip("nbgrader.api", reason="nbgrader is not installed")
+nbgrader_api = pytest.importorskip("nbgrader.api", reason="nbgrader is not installed")
 pytestmark = pytest.mark.filterwarnings("ignore::sqlalchemy.exc.SAWarning")
 
 from grader.course import REPO_ROOT, load_course  # noqa: E402
 from grader.release.common import grade_cell_id  # noqa: E402
 from grader.release.notebooks import BEGIN_SOLUTION  # noqa: E402
-from grader.release.student_repo import secret_lines  # noqa: E402
+from grader.release.student_repo import hidden_check_ids, secret_lines  # noqa: E402
+from grader.course.pitfalls import load_variants  # noqa: E402
 from nbgrader_run import NbgraderWorld, nbgrader_meta  # noqa: E402
 
 COURSE = load_course(check_files=False)
@@ -69,3 +71,39 @@ def test_release_then_generate_assignment(tmp_path, assignment):
         for name in re.findall(r"\.\./\.\./docs/figures/([\w.-]+\.svg)", readme):
             svg = (REPO_ROOT / "docs" / "figures" / name).read_bytes()
             assert f"data:image/svg+xml;base64,{base64.b64encode(svg).decode()}" in text
+
+
+@pytest.mark.slow
+def test_modern_round_trip_with_the_real_nbgrader(tmp_path):
+    """Part D through generate, release, fetch, submit, collect, autograde
+    and feedback: the references pass every public test in nbgrader's
+    kernel (the modules 16 to 18 ship travel with them), an untouched stub
+    says so, a pitfall variant of 15 gets its hint; no hidden check id nor
+    reference line reaches any feedback."""
+    started = time.monotonic()
+    world = NbgraderWorld(tmp_path)
+    modern = next(a for a in COURSE.assignments if a.id == "modern")
+    exercises = [COURSE.exercise(i) for i in modern.exercises]
+    reference = {e.id: (REPO_ROOT / "solutions" / e.folder / e.module).read_text() for e in exercises}
+    pitfall = "online-softmax-no-rescale"
+    variant = load_variants(COURSE.exercise("15"), REPO_ROOT)[pitfall].source
+    answers = {"ref": reference, "mixed": {"15": variant}}   # 16 to 18 left as the stubs
+    feedback, autograde_s = world.round_trip(COURSE, "modern", answers)
+
+    with nbgrader_api.Gradebook(f"sqlite:///{world.course_dir / 'gradebook.db'}") as gb:
+        assert gb.find_submission("modern", "ref").max_score == pytest.approx(sum(e.points for e in exercises))
+    for exercise in exercises:
+        page = feedback[("ref", exercise.folder)]
+        assert "FAILED" not in page, f"ref/{exercise.folder}"
+    assert f"hint [{pitfall}]" in feedback[("mixed", "15_flash_attention")]
+    assert COURSE.pitfall(pitfall).hint.en in feedback[("mixed", "15_flash_attention")]
+    for exercise in exercises[1:]:
+        assert "not implemented yet" in feedback[("mixed", exercise.folder)]
+    check_ids = hidden_check_ids(REPO_ROOT)
+    secrets = secret_lines(COURSE, REPO_ROOT)
+    for (student, folder), page in feedback.items():
+        assert not [c for c in check_ids if c in page], f"hidden check id in {student}/{folder}"
+    for exercise in exercises[1:]:
+        lines = secrets[f"solutions/{exercise.folder}/{exercise.module}"]
+        assert lines and not [line for line in lines if line in feedback[("mixed", exercise.folder)]]
+    print(f"\nnbgrader round trip of modern: {time.monotonic() - started:.0f} s (autograde {autograde_s:.0f} s)")

@@ -18,13 +18,12 @@ are the cache, and their size is what it costs.
 """
 from __future__ import annotations
 
-from pathlib import Path
 from types import ModuleType
 
 import torch
 from torch import nn
 
-from coursekit.loader import load_module
+from coursekit.loader import load_shipped
 from coursekit.probes import modules
 
 GQA = "GroupedQueryAttention"
@@ -73,7 +72,7 @@ def model(module: ModuleType, config: dict, weights: dict[str, torch.Tensor],
 
 def shipped_multihead(module: ModuleType) -> ModuleType:
     """The ``multihead`` module shipped beside the submission (exercise 06's reference)."""
-    return load_module(Path(module.__file__).resolve().parent, "multihead")
+    return load_shipped(module, "multihead")
 
 
 # ---------------------------------------------------------------- repeat_kv and the bytes

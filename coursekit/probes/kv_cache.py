@@ -14,20 +14,19 @@ all a probe reports. The oracles (:func:`full_logits`,
 """
 from __future__ import annotations
 
-from pathlib import Path
 from types import ModuleType
 
 import torch
 from torch import nn
 
-from coursekit.loader import load_module
+from coursekit.loader import load_shipped
 from coursekit.probes.gpt import gpt_weights
 from coursekit.probes.modules import load_weights
 
 
 def shipped_gpt(module: ModuleType) -> ModuleType:
     """The ``gpt`` module shipped beside the submission (exercise 12's reference)."""
-    return load_module(Path(module.__file__).resolve().parent, "gpt")
+    return load_shipped(module, "gpt")
 
 
 def model(module: ModuleType, config: dict, seed: int) -> nn.Module:

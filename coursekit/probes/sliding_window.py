@@ -17,13 +17,12 @@ the reference's run.
 """
 from __future__ import annotations
 
-from pathlib import Path
 from types import ModuleType
 
 import torch
 from torch import nn
 
-from coursekit.loader import load_module
+from coursekit.loader import load_shipped
 from coursekit.probes.gpt import gpt_weights
 from coursekit.probes.modules import load_weights
 
@@ -31,7 +30,7 @@ from coursekit.probes.modules import load_weights
 def nope_model(module: ModuleType, config: dict, seed: int) -> nn.Module:
     """The shipped ``GPT(**config)`` with seeded weights, float64, eval
     mode, and no positions (``pos_emb`` None)."""
-    gpt = load_module(Path(module.__file__).resolve().parent, "gpt").GPT(**config)
+    gpt = load_shipped(module, "gpt").GPT(**config)
     load_weights(gpt, gpt_weights(config, seed))
     gpt = gpt.to(torch.float64).eval()
     gpt.pos_emb = None
@@ -194,7 +193,7 @@ def placement(module: ModuleType, config: dict, idx: torch.Tensor, window: int, 
     must be made on the inputs' device."""
     from coursekit.probes.placement import placement as on_meta
 
-    gpt_module = load_module(Path(module.__file__).resolve().parent, "gpt")
+    gpt_module = load_shipped(module, "gpt")
 
     def build() -> nn.Module:
         gpt = gpt_module.GPT(**config)

@@ -9,13 +9,12 @@ create their layers in.
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
 from types import ModuleType
 
 import torch
 from torch import nn
 
-from coursekit.loader import load_module
+from coursekit.loader import load_shipped
 from coursekit.probes.dropout import DropoutWatch
 from coursekit.probes.modules import dtypes_after_to, hidden_list_modules, registered, train_eval_outputs
 
@@ -196,8 +195,7 @@ def structure(module: ModuleType, config: dict) -> dict:
     contract implies (two embeddings, the shipped Encoder and Decoder of
     the exercise's folder, a Linear generator)."""
     model = module.Transformer(**config)
-    folder = Path(module.__file__).parent
-    encoder, decoder = load_module(folder, "encoder.py"), load_module(folder, "decoder.py")
+    encoder, decoder = load_shipped(module, "encoder"), load_shipped(module, "decoder")
     c = {"d_model": 512, "num_heads": 8, "num_encoder_layers": 6, "num_decoder_layers": 6,
          "d_ff": 2048, **config}
     d = c["d_model"]

@@ -10,12 +10,11 @@ once. Run it with
 pytest exercises/13_training --train
 or alone: pytest exercises/13_training/test_training_learns.py
 """
-from pathlib import Path
 
 import pytest
 
 from coursekit import expect
-from coursekit.loader import load_module
+from coursekit.loader import load_shipped
 from coursekit.probes.training import GPT_CONFIG, TRAIN_CONFIG, learns_text
 
 # Nats per character. Uniform over the 96 characters: log(96) = 4.56; knowing
@@ -28,7 +27,7 @@ pytestmark = pytest.mark.training
 
 
 def test_a_tiny_gpt_learns_python_source(student):
-    gpt = load_module(Path(student.__file__).parent, "gpt")
+    gpt = load_shipped(student, "gpt")
     result = learns_text(student, gpt, seed=0)
     history = result["history"]
     yours = history["val"][-1][1] if history.get("val") else None
