@@ -42,7 +42,7 @@ from grader.sandbox import CallResult, ProbeCall
 # (a submission's inputs come from the grading secret, grader/checks/inputs.py).
 REPLAY_SALT = 0x0E11_0B5E
 MAX_EXPLAINED = 8       # checks replayed per submission: one short run, whatever it raised
-REPLAY_DRAWS = 64       # replay inputs drawn per check to find one of the graded call's kind,
+REPLAY_DRAWS = 512      # replay inputs drawn per check to find one of the graded call's kind,
 REPLAY_SEARCH_S = 0.5   # for at most this long
 MESSAGE_LIMIT = 200
 _EXPLAINED_KINDS = ("raised ", "shape error")

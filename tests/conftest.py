@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from grader.checks.inputs import HiddenInputs
 from grader.course import load_course
 from grader.proofs.selftest import check_exercises
 
@@ -45,11 +46,18 @@ def judge(course, course_sandbox):
     exercise's reference and pitfall variants run once and are shared by
     every test that grades through it (tests/accuracy/,
     tests/test_observation.py, tests/test_judge.py, ...). A test that needs
-    other limits or a fresh cache builds its own."""
-    from grader.checks.inputs import HiddenInputs
+    other limits or a fresh cache builds its own.
+
+    Its hidden inputs are drawn as for a class, through the seeded path,
+    but one draw per exercise (not per submission): the references' and
+    variants' runs on it are then made once for the whole session instead
+    of once per graded submission, which halved this unit's time.
+    ``GRADER_LONG_TESTS=1`` gives every submission its own draw, as
+    ``grader grade`` does (tests/test_hidden_inputs.py tests that path)."""
     from grader.judge import Judge
 
-    return Judge(course, course_sandbox, inputs=HiddenInputs(TEST_GRADING_SECRET.encode()))
+    inputs = HiddenInputs if LONG_TESTS else OneDrawPerExercise
+    return Judge(course, course_sandbox, inputs=inputs(TEST_GRADING_SECRET.encode()))
 
 
 @pytest.fixture(scope="session")
@@ -86,6 +94,14 @@ def graded_class(submissions, tmp_path_factory) -> Path:
 
 
 LONG_TESTS = os.environ.get("GRADER_LONG_TESTS") == "1"
+
+
+class OneDrawPerExercise(HiddenInputs):
+    """Every submission of an exercise gets the same draw from the secret
+    (still not the checks' own inputs): the session judge's (``judge``)."""
+
+    def seed(self, exercise_id: str, source: bytes | None) -> int | None:
+        return None if source is None else super().seed(exercise_id, b"one draw per exercise")
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -7,12 +7,13 @@ import torch
 
 def graded_values(judge, exercise, folder) -> set[str]:
     """Every number of the graded inputs, as ``tolist()`` writes it, with
-    ten digits or more (float16's few values recur by chance in any draw)."""
+    ten digits or more, except half-precision ones (float16's and bfloat16's
+    few values recur by chance in any draw: 1.5869140625 is one)."""
     seed = judge.inputs.seed(exercise.id, (folder / exercise.module).read_bytes())
     values: set[str] = set()
 
     def walk(value: object) -> None:
-        if isinstance(value, torch.Tensor) and value.is_floating_point():
+        if isinstance(value, torch.Tensor) and value.is_floating_point() and value.element_size() > 2:
             values.update(r for r in map(repr, value.flatten().tolist()) if len(r.lstrip("-")) >= 12)
         elif isinstance(value, dict):
             for item in value.values():

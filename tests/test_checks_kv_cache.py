@@ -128,10 +128,22 @@ def test_the_reference_batch_is_each_prompt_alone(reference):
         assert all(torch.equal(g, a) for g, a in zip(got, alone, strict=True))
 
 
+def test_a_cache_that_slides_past_the_context_loses_14_generate_on_every_draw(reference, tmp_path):
+    """Greedy tokens hide small errors in the logits: 14-generate's draws
+    must show the tokens of a sliding cache differ on every draw tried."""
+    source = (REPO_ROOT / "tests" / "accuracy" / "14" / "bug_cache_slides.py").read_text()
+    slides = exercise_module("14", source, tmp_path)
+    check = next(c for c in checks.CHECKS if c.id == "14-generate")
+    for seed in range(30):
+        calls = check.calls(torch.Generator().manual_seed(7_000 + seed))
+        assert any(not torch.equal(probes.generation(slides, **c.kwargs)["tokens"],
+                                   probes.generation(reference, **c.kwargs)["tokens"]) for c in calls), seed
+
+
 def test_the_reference_generation_is_the_recomputation(reference):
     for kwargs in _kwargs("14-generate"):
         got = probes.generation(reference, **kwargs)["tokens"]
-        gpt = probes.model(reference, kwargs["config"], kwargs["seed"])
+        gpt = probes.model(reference, kwargs["config"], kwargs["seed"], kwargs["scale"])
         assert torch.equal(got, probes.recomputed_generation(gpt, kwargs["idx"], kwargs["max_new_tokens"]))
 
 

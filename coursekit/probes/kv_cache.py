@@ -29,10 +29,11 @@ def shipped_gpt(module: ModuleType) -> ModuleType:
     return load_shipped(module, "gpt")
 
 
-def model(module: ModuleType, config: dict, seed: int) -> nn.Module:
-    """The shipped ``GPT(**config)`` with seeded weights, float64, eval mode."""
+def model(module: ModuleType, config: dict, seed: int, scale: float = 1.0) -> nn.Module:
+    """The shipped ``GPT(**config)`` with seeded weights (``scale`` times
+    the usual), float64, eval mode."""
     gpt = shipped_gpt(module).GPT(**config)
-    load_weights(gpt, gpt_weights(config, seed))
+    load_weights(gpt, gpt_weights(config, seed, scale))
     return gpt.to(torch.float64).eval()
 
 
@@ -99,9 +100,10 @@ def steps(module: ModuleType, config: dict, seed: int, idx: torch.Tensor, chunks
 
 
 @torch.no_grad()
-def generation(module: ModuleType, config: dict, seed: int, idx: torch.Tensor, max_new_tokens: int) -> dict:
+def generation(module: ModuleType, config: dict, seed: int, idx: torch.Tensor, max_new_tokens: int,
+               scale: float = 1.0) -> dict:
     """generate_cached's tokens, and whether ``idx`` came back unchanged."""
-    gpt = model(module, config, seed)
+    gpt = model(module, config, seed, scale)
     before = idx.clone()
     tokens = module.generate_cached(gpt, idx, max_new_tokens)
     return {"tokens": tokens, "inputs_unchanged": bool(torch.equal(idx, before)), "inputs_after": idx.clone()}

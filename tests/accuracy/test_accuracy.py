@@ -134,6 +134,8 @@ def test_graded_as_labelled(entry: Entry, graded):
     assert result.status == "graded", summary
     if label["expect"] == "full":
         assert result.points == pytest.approx(result.max_points), summary
+        # Nor does a correct submission in another style get a mistake confirmed (issue 31).
+        assert not [v.confirmed for v in result.verdicts if v.confirmed], summary
         return
     assert result.points < result.max_points - 1e-9, f"loses no points: {summary}"
     failed = {v.check_id for v in result.verdicts if not v.passed}
