@@ -155,11 +155,16 @@ def measured_failure(check: Check, inputs: Sequence[ProbeCall], variant: RunResu
 # that overflows to NaN and a submission whose large-score values are merely
 # off both compute the values wrongly on the same check.
 _VALUE_KINDS = ("wrong values", "NaN")
+# One shape mistake returns a wrong shape on one input and fails to
+# broadcast on another (12's positions from arange(context_length): which
+# of the two a draw shows depends on its lengths).
+_SHAPE_KINDS = ("wrong shape", "shape error")
 
 
 def same_signature(theirs: str, mine: str) -> bool:
     """Two failure kinds of one check point to the same mistake."""
-    return theirs == mine or (theirs.startswith(_VALUE_KINDS) and mine.startswith(_VALUE_KINDS))
+    return theirs == mine or any(theirs.startswith(family) and mine.startswith(family)
+                                 for family in (_VALUE_KINDS, _SHAPE_KINDS))
 
 
 def _safely(describe, *args) -> str | None:
