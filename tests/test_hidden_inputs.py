@@ -154,6 +154,16 @@ def test_gradescope_zip_carries_the_secret_privately(course, tmp_path, monkeypat
 
 # --- grading on them ------------------------------------------------------
 
+@pytest.fixture(scope="module")
+def judge(course, course_sandbox):
+    """A judge that draws every submission's own inputs, as `grader grade`
+    does (the session's judge draws one set per exercise: tests/conftest.py)."""
+    from conftest import TEST_GRADING_SECRET
+    from grader.judge import Judge
+
+    return Judge(course, course_sandbox, inputs=HiddenInputs(TEST_GRADING_SECRET.encode()))
+
+
 def _grade(judge, exercise, source: bytes, folder: Path):
     """The module as collection prepares it (with the modules the exercise ships), graded."""
     from grader.intake.submissions import assemble

@@ -176,7 +176,9 @@ def test_nbgrader_round_trip(tmp_path, course):
     exercises = [course.exercise(i) for i in EXERCISES]
     reference = {e.id: (REPO_ROOT / "solutions" / e.folder / e.module).read_text() for e in exercises}
     variant = load_variants(course.exercise("01"), REPO_ROOT)["softmax-overflow"].source
-    answers = {"ref": reference, "stub": {}, "variant": {**reference, "01": variant}}
+    # Two students: the references, and 01's variant beside untouched stubs (02, 04).
+    answers = {"ref": reference, "variant": {"01": variant}}
+    stubs = [e for e in exercises if e.id != "01"]
     feedback, autograde_s = world.round_trip(course, "attention", answers)
 
     db_url = f"sqlite:///{course_dir / 'gradebook.db'}"
@@ -192,23 +194,25 @@ def test_nbgrader_round_trip(tmp_path, course):
     assert "hint [softmax-overflow]" in variant_page
     assert course.pitfall("softmax-overflow").hint.en in variant_page
     assert "FAILED" not in feedback[("ref", "01_softmax")]
-    assert "not implemented yet" in feedback[("stub", "04_self_attention")]
+    assert "not implemented yet" in feedback[("variant", "04_self_attention")]
     check_ids = hidden_check_ids(REPO_ROOT)
     assert check_ids, "no hidden check ids found to search for"
     for (student, folder), page in feedback.items():
         assert not [c for c in check_ids if c in page], f"hidden check id in {student}/{folder}"
     secrets = secret_lines(course, REPO_ROOT)
-    for exercise in exercises:
+    for exercise in stubs:
         lines = secrets[f"solutions/{exercise.folder}/{exercise.module}"]
-        assert lines and not [line for line in lines if line in feedback[("stub", exercise.folder)]]
+        assert lines and not [line for line in lines if line in feedback[("variant", exercise.folder)]]
 
     # Our grader reads nbgrader's collected layout: the answer cells, as submitted.
     found = {s.student: s for s in collect(course_dir / "submitted", course, exercises, tmp_path / "work")}
     for exercise in exercises:
         extracted = (found["ref"].exercises[exercise.id].folder / exercise.module).read_text()
         assert extracted.strip() == reference[exercise.id].strip()
-        stub_part = found["stub"].exercises[exercise.id]
+    for exercise in stubs:
+        stub_part = found["variant"].exercises[exercise.id]
         assert stub_part.problem == "" and "NotImplementedError" in (stub_part.folder / exercise.module).read_text()
+    assert (found["variant"].exercises["01"].folder / exercises[0].module).read_text().strip() == variant.strip()
 
     # And our scores land in the gradebook nbgrader built, over its own.
     _records(tmp_path / "grades.db", course, {("variant", "01"): 3.0, ("ref", "01"): 10.0})
