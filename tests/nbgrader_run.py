@@ -22,6 +22,21 @@ def visible_text(path: Path) -> str:
     return html.unescape(re.sub(r"<[^>]+>", "", path.read_text(encoding="utf-8")))
 
 
+def leaks_nothing(feedback: dict, course, stub_pages: list[tuple]) -> None:
+    """No hidden check id on any feedback page ({(student, folder): text}),
+    and no reference line on the pages of untouched stubs ([(exercise, text)])."""
+    from grader.release.student_repo import hidden_check_ids, secret_lines
+
+    check_ids = hidden_check_ids(REPO_ROOT)
+    assert check_ids, "no hidden check ids found to search for"
+    for (student, folder), page in feedback.items():
+        assert not [c for c in check_ids if c in page], f"hidden check id in {student}/{folder}"
+    secrets = secret_lines(course, REPO_ROOT)
+    for exercise, page in stub_pages:
+        lines = secrets[f"solutions/{exercise.folder}/{exercise.module}"]
+        assert lines and not [line for line in lines if line in page], f"reference lines in {exercise.folder}"
+
+
 def nbgrader_meta(cell) -> dict:
     return cell.metadata.get("nbgrader", {})
 

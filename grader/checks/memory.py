@@ -13,8 +13,8 @@ in an earlier call: a freed heap stays resident and is reused without
 raising the peak). Such checks run first in the child (``Check.runs_first``),
 the measured call last of its check, after a short call of the same probe
 that warms the child up (PyTorch's first backward imports hundreds of
-modules): only the import and that comes before it, for the reference as
-for the submission; what a library imported beside the code holds (the largest
+modules): only the import and that warm-up come before it, for the
+reference as for the submission; what a library imported beside the code holds (the largest
 importable here, matplotlib, holds 14 MiB) stays far below ``matrix / 2``.
 Either failing fails; a figure in between decides nothing: the check
 could not tell, scores no points for now and goes to the instructor's
