@@ -130,7 +130,7 @@ def check_failure(check: Check, calls: slice, run: RunResult, expected: RunResul
         except Exception:  # noqa: BLE001 - plain data of any form comes back from the sandbox
             reason = "returned a result of an unexpected form"
         if isinstance(reason, CouldNotTell):
-            return Failure(COULD_NOT_TELL, str(reason))
+            return Failure(COULD_NOT_TELL, str(reason), reason.detail)
         if reason is not None:
             return Failure(getattr(reason, "kind", reason), reason)   # a measured figure's words vary, its kind not
     return failure

@@ -97,6 +97,29 @@ def test_the_rule_decides_only_far_from_its_threshold():
     assert verdict(None, 10, 1000) == "could not tell"  # /proc could not tell
 
 
+def test_a_unit_of_recomputation_leaves_out_what_every_call_pays_once():
+    from grader.checks import CouldNotTell, text
+    from grader.checks.work import Cost, cheaper_than_recomputing, yardstick_calls
+    from grader.sandbox import CallResult, ProbeCall, RunResult
+
+    def run(*cpu):
+        return RunResult("ok", [CallResult(ok=True, value=1, cpu_s=c) for c in cpu], "ok", "", "", 0.1)
+
+    timed = ProbeCall("coursekit.probes.kv_cache:cost_generation", {})
+    inputs = [timed, *yardstick_calls("coursekit.probes.kv_cache:cost_full", {})]
+    assert [c.kwargs["repeats"] for c in inputs[1:]] == [1, 3]
+    # Building the model costs 0.10 s, a forward 0.05 s: the unit is 0.05 s, so
+    # recomputing 10 forwards costs 0.5 s, not 1.5 s, and 0.45 s of work fails.
+    rule = cheaper_than_recomputing([Cost(timed.probe, inputs[1].probe, 10, text("recomputed", "重新计算"))],
+                                    could_not_tell=text("too near", "太接近"))
+    reference = run(0.06, 0.15, 0.25)
+    assert rule(inputs, run(0.45, 0.15, 0.25), reference) == "recomputed / 重新计算"
+    assert rule(inputs, run(0.06, 0.15, 0.25), reference) is None
+    undecided = rule(inputs, run(0.2, 0.15, 0.25), reference)
+    assert isinstance(undecided, CouldNotTell)
+    assert undecided.detail.startswith("cost_generation: spent 0.200 s of CPU; the reference 0.060 s, recomputing 0.500 s")
+
+
 @pytest.mark.parametrize("source", [TOKEN_ID_CACHE, STUBS_AND_RECOMPUTATION], ids=["token-ids", "stubs"])
 def test_values_without_the_work_earn_nothing(course, judge, source, tmp_path):
     result = _grade(course, judge, source, tmp_path)
@@ -125,9 +148,10 @@ def test_a_rule_that_could_not_tell_fails_the_check_as_its_own_kind_with_no_pitf
     call = ProbeCall("coursekit.probes.kv_cache:cost_full", {})
     run = RunResult("ok", [CallResult(ok=True, value=1, cpu_s=0.5)], "ok", "", "", 0.1)
     check = Check(id="x", message=text("x", "x"), calls=lambda gen: [call], compare=lambda a, b: None,
-                  run_rule=lambda inputs, mine, reference: CouldNotTell("too near / 太接近"))
+                  run_rule=lambda inputs, mine, reference: CouldNotTell("too near / 太接近", "spent 0.5 s"))
     failure = check_failure(check, slice(0, 1), run, run, None, None, [call])
     assert (failure.kind, failure.reason) == (COULD_NOT_TELL, "too near / 太接近")
+    assert failure.detail == "spent 0.5 s"   # the figures, for the instructor's review only
     assert COULD_NOT_TELL in NO_MISTAKE_TO_EXPLAIN   # graded as is: no pitfall guessed for it
 
 

@@ -376,12 +376,13 @@ def cost_padded_steps(module: ModuleType, tokens: torch.Tensor) -> dict:
 
 
 @torch.no_grad()
-def cost_full(module: ModuleType, config: dict, seed: int, idx: torch.Tensor) -> dict:
-    """One full forward of the shipped model over ``idx``: what a step costs
-    when it recomputes the whole prefix (the grader's yardstick)."""
+def cost_full(module: ModuleType, config: dict, seed: int, idx: torch.Tensor, repeats: int = 1) -> dict:
+    """``repeats`` full forwards of the shipped model over ``idx``: what a
+    step costs when it recomputes the whole prefix (the grader's yardstick)."""
     gpt = model(module, config, seed)
     with _OneThread():
-        logits = full_logits(gpt, idx)
+        for _ in range(repeats):
+            logits = full_logits(gpt, idx)
     return {"logits": logits[:, -1]}
 
 

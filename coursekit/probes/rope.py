@@ -313,10 +313,11 @@ def cost_steps(module: ModuleType, tokens: torch.Tensor) -> dict:
 
 
 @torch.no_grad()
-def cost_full(module: ModuleType, config: dict, seed: int, idx: torch.Tensor) -> dict:
-    """One full forward of ``RoPEGPT`` over ``idx``: the grader's yardstick
-    of a recomputation (timed in the reference's run)."""
+def cost_full(module: ModuleType, config: dict, seed: int, idx: torch.Tensor, repeats: int = 1) -> dict:
+    """``repeats`` full forwards of ``RoPEGPT`` over ``idx``: the grader's
+    yardstick of a recomputation (timed in the reference's run)."""
     gpt = model(module, config, seed)
     with _OneThread():
-        logits = gpt(idx)
+        for _ in range(repeats):
+            logits = gpt(idx)
     return {"logits": logits[:, -1]}

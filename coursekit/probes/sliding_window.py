@@ -258,11 +258,13 @@ def cost_steps(module: ModuleType, tokens: torch.Tensor) -> dict:
 
 
 @torch.no_grad()
-def cost_full(module: ModuleType, config: dict, seed: int, idx: torch.Tensor, window: int) -> dict:
-    """One windowed_forward over ``idx``: what a step costs when it
+def cost_full(module: ModuleType, config: dict, seed: int, idx: torch.Tensor, window: int,
+              repeats: int = 1) -> dict:
+    """``repeats`` windowed_forwards over ``idx``: what a step costs when it
     recomputes the whole sequence (the grader's yardstick, from the
     reference's run)."""
     gpt = nope_model(module, config, seed)
     with _OneThread():
-        logits = module.windowed_forward(gpt, idx, window)
+        for _ in range(repeats):
+            logits = module.windowed_forward(gpt, idx, window)
     return {"logits": logits[:, -1]}

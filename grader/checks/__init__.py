@@ -126,7 +126,15 @@ COULD_NOT_TELL = "could not tell"
 
 class CouldNotTell(str):
     """A run rule's answer, instead of a reason, when its figure was too
-    near the threshold to decide on: the words say why, in both languages."""
+    near the threshold to decide on: the words say why, in both languages;
+    ``detail`` holds the figures, for the instructor's review only."""
+
+    detail: str
+
+    def __new__(cls, words: str, detail: str = "") -> "CouldNotTell":
+        answer = super().__new__(cls, words)
+        answer.detail = detail
+        return answer
 
 
 def counting(checks: Sequence[Check], passed: set[str]) -> set[str]:

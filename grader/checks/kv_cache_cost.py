@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from grader.checks import Check, deep_close, text
-from grader.checks.work import Cost, cheaper_than_recomputing
+from grader.checks.work import Cost, cheaper_than_recomputing, yardstick_calls
 from grader.sandbox import ProbeCall
 
 PROBES = "coursekit.probes.kv_cache"
@@ -40,14 +40,14 @@ def _tokens(gen: torch.Generator, *shape: int) -> torch.Tensor:
 
 
 def _step_calls(gen: torch.Generator) -> list[ProbeCall]:
-    """A prefill, the single-token steps after it (timed), and one full
-    forward of the same tokens (the yardstick of a recomputation)."""
+    """A prefill, the single-token steps after it (timed), and full
+    forwards of the same tokens (the yardstick of a recomputation)."""
     model, context = _model(gen), COST_CONFIG["context_length"]
     idx = _tokens(gen, 1, context)
     prefill = context - 2 * COST_STEPS   # the chunks (14-chunks-cost) come after the steps
     return [ProbeCall(f"{PROBES}:cost_prefill", {**model, "idx": idx[:, :prefill]}),
             ProbeCall(f"{PROBES}:cost_steps", {"tokens": idx[:, prefill:prefill + COST_STEPS]}),
-            ProbeCall(YARDSTICK, {**model, "idx": idx})]
+            *yardstick_calls(YARDSTICK, {**model, "idx": idx})]
 
 
 def _chunk_calls(gen: torch.Generator) -> list[ProbeCall]:

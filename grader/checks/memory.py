@@ -111,7 +111,7 @@ def peak_memory_within(budgets: Sequence[MemoryBudget], could_not_tell: Text) ->
     that ran out of memory fails alike), else could not tell."""
 
     def rule(inputs: Sequence[ProbeCall], run: RunResult, expected: RunResult) -> str | None:
-        undecided = False
+        undecided = []
         for budget in budgets:
             call, reference = _call(run, inputs, budget.probe), _call(expected, inputs, budget.probe)
             if call is not None and not call.ok and _out_of_memory(call):
@@ -125,7 +125,11 @@ def peak_memory_within(budgets: Sequence[MemoryBudget], could_not_tell: Text) ->
                 outcome = verdict(figure, budget.matrix_bytes, reference_growth)
                 if outcome == "fail":
                     return _reason(budget, figure, reference_growth or 0, above)
-                undecided |= outcome == "could not tell"
-        return CouldNotTell(f"{could_not_tell.en} / {could_not_tell.zh}") if undecided else None
+                if outcome == "could not tell":
+                    undecided.append(f"{budget.probe.rsplit(':', 1)[-1]}: "
+                                     f"{'above the reference' if above else 'grew'} {_mib(figure or 0)}; "
+                                     f"the matrix is {_mib(budget.matrix_bytes)}")
+        words = f"{could_not_tell.en} / {could_not_tell.zh}"
+        return CouldNotTell(words, "; ".join(undecided)) if undecided else None
 
     return rule

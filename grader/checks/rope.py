@@ -18,7 +18,7 @@ import torch
 from grader.checks import (Check, Figure, all_of, deep_close, error_type_equal, no_forbidden_calls, plain_equal, requiring,
                            tensors_close, text)
 from grader.checks.devices import device_check, placement_call
-from grader.checks.work import Cost, cheaper_than_recomputing
+from grader.checks.work import Cost, cheaper_than_recomputing, yardstick_calls
 from grader.sandbox import ProbeCall
 
 PROBES = "coursekit.probes.rope"
@@ -201,7 +201,7 @@ def _cost_calls(gen: torch.Generator) -> list[ProbeCall]:
     prefill = COST_CONFIG["context_length"] - COST_STEPS
     return [ProbeCall(f"{PROBES}:cost_prefill", {**model, "idx": idx[:, :prefill]}),
             ProbeCall(f"{PROBES}:cost_steps", {"tokens": idx[:, prefill:]}),
-            ProbeCall(YARDSTICK, {**model, "idx": idx})]
+            *yardstick_calls(YARDSTICK, {**model, "idx": idx})]
 
 
 COULD_NOT_TELL = text(

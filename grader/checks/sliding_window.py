@@ -19,7 +19,7 @@ from grader.checks import (Check, Figure, all_of, deep_close, error_type_equal, 
                            tensors_close, text)
 from grader.checks.devices import device_check
 from grader.checks.kv_cache import model_config
-from grader.checks.work import Cost, cheaper_than_recomputing
+from grader.checks.work import Cost, cheaper_than_recomputing, yardstick_calls
 from grader.sandbox import ProbeCall
 
 PROBES = "coursekit.probes.sliding_window"
@@ -168,7 +168,7 @@ def _cost_calls(gen: torch.Generator) -> list[ProbeCall]:
     prefill = COST_LENGTH - COST_STEPS
     return [ProbeCall(f"{PROBES}:cost_prefill", {**model, "idx": idx[:, :prefill]}),
             ProbeCall(f"{PROBES}:cost_steps", {"tokens": idx[:, prefill:]}),
-            ProbeCall(YARDSTICK, {**model, "idx": idx})]
+            *yardstick_calls(YARDSTICK, {**model, "idx": idx})]
 
 
 COULD_NOT_TELL = text(

@@ -4,7 +4,12 @@ recomputing, judged on the CPU time the sandbox reads for the child from
 
 The yardsticks come from the reference's run of the same calls: what the
 reference's call costs (``cheap``), and what recomputing costs (``full``:
-a yardstick call's cost times how many of them a recomputation makes). The
+one unit of recomputation times how many of them a recomputation makes).
+The unit is the difference between two calls of the yardstick probe that
+make 1 and 1 + ``more`` units (:func:`yardstick_calls`): what every call
+pays once (building the model, the call's own traffic) would otherwise be
+counted once per unit, and a recomputation would look cheaper than it is
+next to its yardstick. The
 threshold is their geometric middle, and a figure within 2x of it decides
 nothing: the check then *could not tell*, scores no points for now and goes
 to the instructor's review list. A reference whose own two costs are not
@@ -39,11 +44,31 @@ class Cost:
     reason: Text
 
 
+def yardstick_calls(probe: str, kwargs: dict, more: int = 2) -> list[ProbeCall]:
+    """The two calls of a yardstick ``probe`` (which takes ``repeats``) that
+    :func:`_unit` reads: one unit of recomputation, then 1 + ``more``."""
+    return [ProbeCall(probe, {**kwargs, "repeats": 1}), ProbeCall(probe, {**kwargs, "repeats": 1 + more})]
+
+
 def _cpu(run: RunResult, inputs: Sequence[ProbeCall], probe: str) -> float | None:
     index = next((i for i, call in enumerate(inputs) if call.probe == probe), None)
     if index is None or index >= len(run.calls):
         return None
     return run.calls[index].cpu_s
+
+
+def _unit(run: RunResult, inputs: Sequence[ProbeCall], probe: str) -> float | None:
+    """One unit of recomputation: the difference in CPU time between the
+    first two calls of ``probe``, per unit of ``repeats`` between them
+    (a single call's cost per unit where the plan has only one)."""
+    found = [(call.kwargs.get("repeats", 1), run.calls[i].cpu_s)
+             for i, call in enumerate(inputs) if call.probe == probe and i < len(run.calls)][:2]
+    if not found or any(cpu is None for _, cpu in found):
+        return None
+    if len(found) == 1:
+        return found[0][1] / found[0][0]
+    (fewer, first), (more, second) = found
+    return (second - first) / (more - fewer) if more > fewer and second > first else None
 
 
 def verdict(spent: float | None, cheap: float | None, full: float | None) -> str:
@@ -61,19 +86,32 @@ def _words(text: Text) -> str:
     return f"{text.en} / {text.zh}"
 
 
+def _figures(probe: str, spent: float | None, cheap: float | None, full: float | None) -> str:
+    """What the instructor reviews an undecided call by."""
+    def seconds(x: float | None) -> str:
+        return "?" if x is None else f"{x:.3f} s"
+
+    middle = f"; undecided between {seconds(math.sqrt(cheap * full) / MARGIN)} and " \
+             f"{seconds(math.sqrt(cheap * full) * MARGIN)}" if cheap and full else ""
+    return (f"{probe.rsplit(':', 1)[-1]}: spent {seconds(spent)} of CPU; the reference {seconds(cheap)}, "
+            f"recomputing {seconds(full)}{middle}")
+
+
 def cheaper_than_recomputing(costs: Sequence[Cost], could_not_tell: Text) -> RunRule:
     """A run rule: every measured call costs far less than recomputing (the
     first that does not names its reason), else could not tell."""
 
     def rule(inputs: Sequence[ProbeCall], run: RunResult, expected: RunResult) -> str | None:
-        undecided = False
+        undecided = []
         for cost in costs:
-            unit = _cpu(expected, inputs, cost.yardstick)
-            outcome = verdict(_cpu(run, inputs, cost.probe), _cpu(expected, inputs, cost.probe),
-                              None if unit is None else unit * cost.units)
+            unit = _unit(expected, inputs, cost.yardstick)
+            figures = (_cpu(run, inputs, cost.probe), _cpu(expected, inputs, cost.probe),
+                       None if unit is None else unit * cost.units)
+            outcome = verdict(*figures)
             if outcome == "fail":
                 return _words(cost.reason)
-            undecided |= outcome == "could not tell"
-        return CouldNotTell(_words(could_not_tell)) if undecided else None
+            if outcome == "could not tell":
+                undecided.append(_figures(cost.probe, *figures))
+        return CouldNotTell(_words(could_not_tell), "; ".join(undecided)) if undecided else None
 
     return rule
