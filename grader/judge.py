@@ -205,8 +205,12 @@ class Judge:
     def _variants(self, exercise: Exercise) -> dict:
         return self._once(("variant_sources", exercise.id), lambda: load_variants(exercise, self.root))
 
-    def grade(self, exercise: Exercise, folder: Path | None, workdir: Path) -> ExerciseResult:
-        """Grade the exercise module in ``folder`` (None: not submitted)."""
+    def grade(self, exercise: Exercise, folder: Path | None, workdir: Path, variant: str | None = None) -> ExerciseResult:
+        """Grade the exercise module in ``folder`` (None: not submitted).
+
+        ``variant``: ``folder`` holds that pitfall variant's own code (the
+        proofs of `grader check`), so its run on these inputs is the one the
+        judge already keeps to compare against, and is not run again."""
         plan = self.plan(exercise)
         if not plan.checks:
             raise GraderError(f"{exercise.folder} has no hidden checks (grader/checks/{exercise.slug}.py)")
@@ -223,7 +227,10 @@ class Judge:
                             lambda seed: self.expected(exercise, workdir, seed), GraderError)
         inputs = self.input_set(exercise, seed)
         plan = inputs.plan
-        run = self.sandbox.run(folder, exercise.module_name, plan.calls, check_batches(plan))
+        if variant is not None:
+            run = self.variant_results(exercise, workdir, inputs.seed, [variant])[variant]
+        else:
+            run = self.sandbox.run(folder, exercise.module_name, plan.calls, check_batches(plan))
         if run.from_outside:
             # Ended by the OOM killer, an operator's kill -9 or the sandbox's own
             # server, never by the submission (RunResult.ended_by): results are

@@ -45,3 +45,20 @@ def test_hidden_checks_keep_the_promise(exercise, matrix):
     broken = [f"{row.case}: {row.problem} ({row.points:g}/{row.max_points:g}, hints {row.hints})"
               for row in rows if not row.ok]
     assert not broken, "\n".join(broken)
+
+
+def test_a_variant_graded_on_its_kept_run_reads_as_a_fresh_run(fixed_judge, course, tmp_path):
+    """`grader check` grades each variant on the run the judge keeps to
+    compare against (Judge.grade(variant=...)): the verdicts are those of a
+    run of the same code handed in as a submission."""
+    from grader.course import REPO_ROOT
+    from grader.course.pitfalls import load_variants
+    from grader.intake.submissions import assemble
+
+    exercise = course.exercise("01")
+    for pitfall_id, variant in sorted(load_variants(exercise, REPO_ROOT).items()):
+        folder = assemble(exercise, variant.source.encode(), tmp_path / pitfall_id, course)
+        kept, fresh = (fixed_judge.grade(exercise, folder, tmp_path / "work", variant=name)
+                       for name in (pitfall_id, None))
+        assert [(v.check_id, v.passed, v.reason, v.confirmed) for v in kept.verdicts] == \
+            [(v.check_id, v.passed, v.reason, v.confirmed) for v in fresh.verdicts], pitfall_id

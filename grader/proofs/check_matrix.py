@@ -55,7 +55,7 @@ def check_exercise(judge: Judge, exercise: Exercise, workdir: Path, root: Path =
     for pitfall_id, variant in sorted(load_variants(exercise, root).items()):
         folder = assemble(exercise, variant.source.encode(), workdir / f"check-{exercise.id}-{pitfall_id}",
                           judge.course, root)
-        result = judge.grade(exercise, folder, workdir)
+        result = judge.grade(exercise, folder, workdir, variant=pitfall_id)   # its run, once: graded and compared
         if result.points >= exercise.points - 1e-9:
             problem = "loses no points"
         elif pitfall_id not in _declared_hints(judge, exercise, result):
