@@ -25,6 +25,7 @@ result's ``reason``, with the course's limit; the raw texts stay in
 """
 from __future__ import annotations
 
+import copy
 import functools
 import re
 import threading
@@ -136,6 +137,13 @@ class Judge:
         self._cache: dict[tuple[str, str], object] = {}
         self._key_locks: dict[tuple[str, str], threading.Lock] = {}
         self._lock = threading.Lock()
+
+    def on_fixed_inputs(self) -> "Judge":
+        """This judge with every submission on the checks' own inputs (as
+        `grader check` grades), sharing its cached reference and variant runs."""
+        fixed = copy.copy(self)   # shallow: the caches and their locks are the same objects
+        fixed.inputs = None
+        return fixed
 
     def _once(self, key: tuple[str, str], compute):
         """``compute()`` once per key, even when several threads ask at once."""

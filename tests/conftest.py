@@ -120,7 +120,7 @@ SHARED_RESULT_FILES = {
     "judge": ["tests/accuracy/test_accuracy.py", "tests/test_judge.py",
               "tests/test_observation.py", "tests/test_checks_attention_weights.py",
               "tests/test_checks_self_attention.py", "tests/test_judge_confirmed.py", "tests/test_own_errors.py",
-              "tests/test_public_subset_hidden.py", "tests/test_checks_observed.py"],
+              "tests/test_public_subset_hidden.py", "tests/test_checks_observed.py", "tests/test_checks.py"],
     "sample-class": ["tests/test_grading.py", "tests/test_dask_executor.py"],
     # Not a shared result: the sandbox's own timing-sensitive tests (timeouts,
     # kills near a deadline) run one after another, never beside each other.
@@ -133,7 +133,7 @@ SHARED_FIXTURES = {"judge": "judge", "course_sandbox": "judge", "graded_class": 
 # so that neither worker is left with a long one at the end. (An order by a
 # CI run's measured units was tried: 1617 s against 1294 s, on a machine
 # slower throughout; kept as it was.)
-LONGEST_FIRST = ["judge", "tests/test_checks.py", "tests/test_watch_identity.py", "sample-class", "sandbox", "tests/test_release_nbgrader.py", "tests/test_exercises.py",
+LONGEST_FIRST = ["judge", "tests/test_watch_identity.py", "sample-class", "sandbox", "tests/test_release_nbgrader.py", "tests/test_exercises.py",
                  "tests/test_exam_nbgrader.py", "tests/test_watch.py", "tests/test_student_side.py",
                  "tests/test_term.py", "tests/test_gradescope_export.py",
                  "tests/hardening/test_exam_class_run.py", "tests/hardening/test_faults.py"]

@@ -13,15 +13,15 @@ EXERCISES = load_course().exercises
 
 
 @pytest.fixture(scope="module")
-def fixed_judge(course, course_sandbox):
-    """A judge on each check's own inputs, as `grader check` builds it: the
-    catalogue is proved on the inputs its variants were written against.
+def fixed_judge(judge):
+    """The session judge on each check's own inputs, as `grader check`
+    grades: the catalogue is proved on the inputs its variants were written
+    against, and the reference's and variants' runs on them are the ones the
+    session judge already keeps (its per-submission draws start from them).
     (Per-submission inputs are tested by tests/test_hidden_inputs.py; on a
     random draw two variants can coincide, and the proof would then hinge
     on the draw.)"""
-    from grader.judge import Judge
-
-    return Judge(course, course_sandbox)
+    return judge.on_fixed_inputs()
 
 
 @pytest.fixture(scope="module")
