@@ -14,6 +14,9 @@ from types import ModuleType
 import torch
 from torch.overrides import TorchFunctionMode
 
+from coursekit.probes import warm
+from coursekit.probes.threads import OneThread
+
 
 def _copies(*tensors: torch.Tensor) -> tuple[torch.Tensor, ...]:
     return tuple(t.clone() for t in tensors)
@@ -53,9 +56,10 @@ def _long_inputs(n: int, head_dim: int, seed: int) -> list[torch.Tensor]:
 def long_forward(module: ModuleType, n: int, head_dim: int, block_size: int, seed: int) -> dict:
     """tiled_attention, causal, on one float32 sequence of ``n`` positions
     drawn here from ``seed`` (no input crosses the pipe): (output, lse). The
-    grader measures the call's peak memory from outside."""
+    grader measures the call's peak memory from outside; one thread."""
     q, k, v, _ = _long_inputs(n, head_dim, seed)
-    output, lse = module.tiled_attention(q, k, v, block_size=block_size, causal=True)
+    with OneThread():
+        output, lse = module.tiled_attention(q, k, v, block_size=block_size, causal=True)
     return {"output": output, "lse": lse}
 
 
@@ -63,11 +67,12 @@ def long_sequence(module: ModuleType, n: int, head_dim: int, block_size: int, se
     """flash_attention forward and backward, causal, on one float32 sequence
     of ``n`` positions drawn here from ``seed`` (so that no input crosses the
     pipe). Returns the output and the gradients; the grader measures the
-    call's peak memory and time from outside."""
+    call's peak memory and time from outside; one thread."""
     q, k, v, grad_output = _long_inputs(n, head_dim, seed)
     q, k, v = (t.requires_grad_(True) for t in (q, k, v))
-    output = module.flash_attention(q, k, v, block_size=block_size, causal=True)
-    output.backward(grad_output)
+    with OneThread():
+        output = module.flash_attention(q, k, v, block_size=block_size, causal=True)
+        output.backward(grad_output)
     # Each zero where a gradient never arrived: a wrong value, not a crash of the probe.
     grads = [torch.zeros_like(t) if t.grad is None else t.grad for t in (q, k, v)]
     return {"output": output.detach(), "grad_query": grads[0], "grad_key": grads[1], "grad_value": grads[2]}
@@ -117,3 +122,6 @@ def memory_watch(module: ModuleType, query: torch.Tensor, key: torch.Tensor, val
             output.grad_fn.apply(torch.ones_like(output))
         largest_backward = backward_watch.largest
     return {"largest_forward": forward_watch.largest, "largest_backward": largest_backward, "saved": saved[0]}
+
+
+warm.explicit_gradients()  # its calls pass an upstream gradient: paid in the server, before a child (see warm)

@@ -22,6 +22,7 @@ from torch import nn
 from coursekit.loader import load_shipped
 from coursekit.probes.gpt import gpt_weights
 from coursekit.probes.modules import load_weights
+from coursekit.probes.threads import OneThread
 
 
 def shipped_gpt(module: ModuleType) -> ModuleType:
@@ -307,15 +308,6 @@ def cached_placement(module: ModuleType, config: dict, idx: torch.Tensor, prefil
 _KEPT: dict[str, tuple] = {}   # cost_prefill -> cost_steps: the model and the cache between two calls
 
 
-class _OneThread:
-    def __enter__(self) -> None:
-        self.threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-
-    def __exit__(self, *exc: object) -> None:
-        torch.set_num_threads(self.threads)
-
-
 @torch.no_grad()
 def cost_prefill(module: ModuleType, config: dict, seed: int, idx: torch.Tensor,
                  pad_mask: torch.Tensor | None = None) -> dict:
@@ -326,7 +318,7 @@ def cost_prefill(module: ModuleType, config: dict, seed: int, idx: torch.Tensor,
     gpt = model(module, config, seed)
     try:
         cache = new_cache(module, config)
-        with _OneThread():
+        with OneThread():
             logits = module.forward_cached(gpt, idx, cache, pad_mask)
     except NotImplementedError:
         raise
@@ -347,7 +339,7 @@ def _continue(module: ModuleType, tokens: torch.Tensor, chunk: int) -> dict:
         raise kept("the prefill before these steps did not complete")
     gpt, cache, pad_mask = _KEPT.pop("cache")
     logits = []
-    with _OneThread():
+    with OneThread():
         for t in range(0, tokens.size(1), chunk):
             new = tokens[:, t:t + chunk]
             if pad_mask is not None:
@@ -380,7 +372,7 @@ def cost_full(module: ModuleType, config: dict, seed: int, idx: torch.Tensor, re
     """``repeats`` full forwards of the shipped model over ``idx``: what a
     step costs when it recomputes the whole prefix (the grader's yardstick)."""
     gpt = model(module, config, seed)
-    with _OneThread():
+    with OneThread():
         for _ in range(repeats):
             logits = full_logits(gpt, idx)
     return {"logits": logits[:, -1]}
@@ -390,7 +382,7 @@ def cost_full(module: ModuleType, config: dict, seed: int, idx: torch.Tensor, re
 def cost_generation(module: ModuleType, config: dict, seed: int, idx: torch.Tensor, max_new_tokens: int) -> dict:
     """generate_cached's tokens, one thread."""
     gpt = model(module, config, seed)
-    with _OneThread():
+    with OneThread():
         return {"tokens": module.generate_cached(gpt, idx, max_new_tokens)}
 
 
@@ -399,6 +391,6 @@ def cost_batch(module: ModuleType, config: dict, seed: int, prompts: list[torch.
                pad_id: int) -> dict:
     """generate_batch's outputs, one thread."""
     gpt = model(module, config, seed)
-    with _OneThread():
+    with OneThread():
         out = module.generate_batch(gpt, prompts, max_new_tokens, pad_id)
     return {"tokens": [torch.as_tensor(t) for t in out]}

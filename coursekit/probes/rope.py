@@ -25,6 +25,7 @@ from torch import nn
 from coursekit.probes.gpt import gpt_shapes, gpt_weights
 from coursekit.probes.modules import load_weights, own_named_parameters
 from coursekit.probes.multihead import random_weights
+from coursekit.probes.threads import OneThread
 
 F64 = torch.float64
 
@@ -272,15 +273,6 @@ def cached_placement(module: ModuleType, config: dict, idx: torch.Tensor, prefil
 _KEPT: dict[str, object] = {}
 
 
-class _OneThread:
-    def __enter__(self) -> None:
-        self.threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-
-    def __exit__(self, *exc: object) -> None:
-        torch.set_num_threads(self.threads)
-
-
 @torch.no_grad()
 def cost_prefill(module: ModuleType, config: dict, seed: int, idx: torch.Tensor) -> dict:
     """forward_cached of the prompt ``idx`` into a new cache, kept with the
@@ -289,7 +281,7 @@ def cost_prefill(module: ModuleType, config: dict, seed: int, idx: torch.Tensor)
     gpt = model(module, config, seed)
     try:
         cache = new_cache(module, config)
-        with _OneThread():
+        with OneThread():
             logits = module.forward_cached(gpt, idx, cache)
     except NotImplementedError:
         raise
@@ -307,7 +299,7 @@ def cost_steps(module: ModuleType, tokens: torch.Tensor) -> dict:
     if not isinstance(kept, tuple):
         raise kept("the prefill before these steps did not complete")
     gpt, cache = _KEPT.pop("cache")
-    with _OneThread():
+    with OneThread():
         logits = [module.forward_cached(gpt, tokens[:, t:t + 1], cache) for t in range(tokens.size(1))]
     return {"logits": torch.cat(logits, dim=1)}
 
@@ -317,7 +309,7 @@ def cost_full(module: ModuleType, config: dict, seed: int, idx: torch.Tensor, re
     """``repeats`` full forwards of ``RoPEGPT`` over ``idx``: the grader's
     yardstick of a recomputation (timed in the reference's run)."""
     gpt = model(module, config, seed)
-    with _OneThread():
+    with OneThread():
         for _ in range(repeats):
             logits = gpt(idx)
     return {"logits": logits[:, -1]}

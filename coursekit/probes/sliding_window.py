@@ -25,6 +25,7 @@ from torch import nn
 from coursekit.loader import load_shipped
 from coursekit.probes.gpt import gpt_weights
 from coursekit.probes.modules import load_weights
+from coursekit.probes.threads import OneThread
 
 
 def nope_model(module: ModuleType, config: dict, seed: int) -> nn.Module:
@@ -216,15 +217,6 @@ def placement(module: ModuleType, config: dict, idx: torch.Tensor, window: int, 
 _KEPT: dict[str, object] = {}
 
 
-class _OneThread:
-    def __enter__(self) -> None:
-        self.threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-
-    def __exit__(self, *exc: object) -> None:
-        torch.set_num_threads(self.threads)
-
-
 @torch.no_grad()
 def cost_prefill(module: ModuleType, config: dict, seed: int, idx: torch.Tensor, window: int) -> dict:
     """forward_cached of ``idx`` (b, P) into a new cache, kept with the
@@ -233,7 +225,7 @@ def cost_prefill(module: ModuleType, config: dict, seed: int, idx: torch.Tensor,
     gpt = nope_model(module, config, seed)
     try:
         cache = module.RollingKVCache(config["num_layers"], window)
-        with _OneThread():
+        with OneThread():
             logits = module.forward_cached(gpt, idx, cache)
     except NotImplementedError:
         raise
@@ -252,7 +244,7 @@ def cost_steps(module: ModuleType, tokens: torch.Tensor) -> dict:
     if not isinstance(kept, tuple):
         raise kept("the prefill before these steps did not complete")
     gpt, cache = kept
-    with _OneThread():
+    with OneThread():
         logits = [module.forward_cached(gpt, tokens[:, t:t + 1], cache) for t in range(tokens.size(1))]
     return {"logits": torch.cat(logits, dim=1)}
 
@@ -264,7 +256,7 @@ def cost_full(module: ModuleType, config: dict, seed: int, idx: torch.Tensor, wi
     recomputes the whole sequence (the grader's yardstick, from the
     reference's run)."""
     gpt = nope_model(module, config, seed)
-    with _OneThread():
+    with OneThread():
         for _ in range(repeats):
             logits = module.windowed_forward(gpt, idx, window)
     return {"logits": logits[:, -1]}

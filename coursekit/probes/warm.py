@@ -47,6 +47,18 @@ def meta_kernels() -> None:
         nn.functional.layer_norm(layer(torch.zeros(1, 2, device="meta")).softmax(-1), (2,))
 
 
+def explicit_gradients() -> None:
+    """A backward given its upstream gradient (``out.backward(grad)``,
+    ``torch.autograd.grad(out, inputs, grad)``): its first use imports
+    ``torch.fx.experimental.symbolic_shapes`` and sympy (486 modules; 0.35 s
+    in a warm process, about 2 s of each of 15's children before this)."""
+    if not _AT_IMPORT or "explicit_gradients" in _DONE:
+        return
+    _DONE.add("explicit_gradients")
+    x = torch.ones(2, requires_grad=True)
+    (x * 2).backward(torch.ones(2))
+
+
 def optimizers() -> None:
     """A step of each optimiser the course's code uses (SGD, Adam, Adam's
     foreach form, AdamW), in the server. In any process, first
