@@ -127,7 +127,8 @@ def peak_memory_within(budgets: Sequence[MemoryBudget], could_not_tell: Text) ->
                     return _reason(budget, figure, reference_growth or 0, above)
                 if outcome == "could not tell":
                     undecided.append(f"{budget.probe.rsplit(':', 1)[-1]}: "
-                                     f"{'above the reference' if above else 'grew'} {_mib(figure or 0)}; "
+                                     f"{'above the reference' if above else 'grew'} "
+                                     f"{'?' if figure is None else _mib(figure)}; "
                                      f"the matrix is {_mib(budget.matrix_bytes)}")
         words = f"{could_not_tell.en} / {could_not_tell.zh}"
         return CouldNotTell(words, "; ".join(undecided)) if undecided else None

@@ -33,7 +33,8 @@ MIN_SPREAD = 8.0      # the reference's recomputation must cost this many times 
 @dataclass(frozen=True)
 class Cost:
     """One measured call: the probe whose call is timed, the yardstick
-    probe (one unit of recomputation) and how many units a recomputation of
+    probe (its two calls from :func:`yardstick_calls` give one unit of
+    recomputation) and how many units a recomputation of
     the measured call makes, and what a student reads when it recomputed.
     Each probe names the first call of it in the plan: give a timed call a
     probe of its own."""
@@ -59,14 +60,12 @@ def _cpu(run: RunResult, inputs: Sequence[ProbeCall], probe: str) -> float | Non
 
 def _unit(run: RunResult, inputs: Sequence[ProbeCall], probe: str) -> float | None:
     """One unit of recomputation: the difference in CPU time between the
-    first two calls of ``probe``, per unit of ``repeats`` between them
-    (a single call's cost per unit where the plan has only one)."""
+    first two calls of ``probe`` (:func:`yardstick_calls`), per unit of
+    ``repeats`` between them; None without both figures."""
     found = [(call.kwargs.get("repeats", 1), run.calls[i].cpu_s)
              for i, call in enumerate(inputs) if call.probe == probe and i < len(run.calls)][:2]
-    if not found or any(cpu is None for _, cpu in found):
+    if len(found) < 2 or any(cpu is None for _, cpu in found):
         return None
-    if len(found) == 1:
-        return found[0][1] / found[0][0]
     (fewer, first), (more, second) = found
     return (second - first) / (more - fewer) if more > fewer and second > first else None
 
