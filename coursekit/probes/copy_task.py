@@ -18,6 +18,7 @@ from torch import nn
 
 from coursekit.probes import warm
 from coursekit.probes.attention_record import head_mean, recorded_attention
+from coursekit.probes.threads import OneThread
 from coursekit.probes.transformer import implicit_softmax, init_by_name
 
 COPY_CONFIG = {"src_vocab": 11, "tgt_vocab": 11, "d_model": 32, "num_heads": 4, "num_encoder_layers": 1,
@@ -78,9 +79,7 @@ def copy_task(module: ModuleType, seed: int = 0, steps: int = 200, batch: int = 
     losses = []
     # One thread: for a model this small, threads cost more than they save,
     # and on a busy machine a second thread can make training many times slower.
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with OneThread():
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             model.train()
@@ -104,8 +103,6 @@ def copy_task(module: ModuleType, seed: int = 0, steps: int = 200, batch: int = 
             if held < HELD:  # trained to the end: decode the final model
                 model.eval()
                 out = model.greedy_decode(test_src, length + 2, START, END)
-    finally:
-        torch.set_num_threads(threads)
     same_shape = isinstance(out, torch.Tensor) and tuple(out.shape) == tuple(test_tgt.shape)
     return {
         "losses": losses,

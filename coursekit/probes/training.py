@@ -20,6 +20,7 @@ from torch import nn
 from coursekit.probes import warm
 from coursekit.probes.corpus import VOCAB, decode, splits
 from coursekit.probes.modules import own_named_parameters
+from coursekit.probes.threads import OneThread
 
 
 class ProbeLM(nn.Module):
@@ -254,9 +255,7 @@ def learns_text(module: ModuleType, gpt_module: ModuleType, seed: int = 0) -> di
     (:func:`heldout_loss`), which does not rely on the submission's batches."""
     train_data, val_data = splits()
     gen = torch.Generator().manual_seed(seed)
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)   # a tiny model: a second thread costs more than it saves
-    try:
+    with OneThread():   # a tiny model: a second thread costs more than it saves
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
             model = gpt_module.GPT(vocab_size=len(VOCAB), **GPT_CONFIG)
@@ -271,8 +270,6 @@ def learns_text(module: ModuleType, gpt_module: ModuleType, seed: int = 0) -> di
         heldout = heldout_loss(model, val_data, GPT_CONFIG["context_length"])
         prompt = val_data[:16][None]
         sample = module.generate(model, prompt, 48, temperature=0.8, top_k=10, generator=gen)
-    finally:
-        torch.set_num_threads(threads)
     return {"history": history, "initial": initial, "heldout": heldout, "seconds": seconds,
             "prompt": decode(prompt[0]), "sample": decode(sample[0, prompt.size(1):])}
 
