@@ -105,19 +105,40 @@ def test_a_unit_of_recomputation_leaves_out_what_every_call_pays_once():
     def run(*cpu):
         return RunResult("ok", [CallResult(ok=True, value=1, cpu_s=c) for c in cpu], "ok", "", "", 0.1)
 
-    timed = ProbeCall("coursekit.probes.kv_cache:cost_generation", {})
-    inputs = [timed, *yardstick_calls("coursekit.probes.kv_cache:cost_full", {})]
-    assert [c.kwargs["repeats"] for c in inputs[1:]] == [1, 3]
-    # Building the model costs 0.10 s, a forward 0.05 s: the unit is 0.05 s, so
-    # recomputing 10 forwards costs 0.5 s, not 1.5 s, and 0.45 s of work fails.
-    rule = cheaper_than_recomputing([Cost(timed.probe, inputs[1].probe, 10, text("recomputed", "重新计算"))],
+    timed = ProbeCall("coursekit.probes.kv_cache_cost:cost_generation", {})
+    inputs = [timed, *yardstick_calls("coursekit.probes.kv_cache_cost:cost_full", {"config": {}, "seed": 0})]
+    assert inputs[1].probe == "coursekit.probes.kv_cache_cost:cost_model"   # the model is built ahead
+    assert [c.kwargs["repeats"] for c in inputs[2:]] == [1, 3]
+    # Each call pays 0.02 s of its own traffic, a forward costs 0.05 s: the unit
+    # is 0.05 s, so recomputing 10 forwards costs 0.5 s, not 0.7 s, and 0.45 s
+    # of work fails. The build call's 0.3 s enters no figure.
+    rule = cheaper_than_recomputing([Cost(timed.probe, inputs[2].probe, 10, text("recomputed", "重新计算"))],
                                     could_not_tell=text("too near", "太接近"))
-    reference = run(0.06, 0.15, 0.25)
-    assert rule(inputs, run(0.45, 0.15, 0.25), reference) == "recomputed / 重新计算"
-    assert rule(inputs, run(0.06, 0.15, 0.25), reference) is None
-    undecided = rule(inputs, run(0.2, 0.15, 0.25), reference)
+    reference = run(0.06, 0.3, 0.07, 0.17)
+    assert rule(inputs, run(0.45, 0.3, 0.07, 0.17), reference) == "recomputed / 重新计算"
+    assert rule(inputs, run(0.06, 0.3, 0.07, 0.17), reference) is None
+    undecided = rule(inputs, run(0.2, 0.3, 0.07, 0.17), reference)
     assert isinstance(undecided, CouldNotTell)
     assert undecided.detail.startswith("cost_generation: spent 0.200 s of CPU; the reference 0.060 s, recomputing 0.500 s")
+
+
+def test_a_model_built_ahead_is_the_timed_calls_and_only_theirs():
+    from coursekit.probes import kept
+
+    built = []
+
+    def build(module, config, seed):
+        built.append(seed)
+        return object()
+
+    kept.build_ahead(build, None, {"d": 1}, 7)
+    first = kept.built(build, None, {"d": 1}, 7)
+    assert kept.built(build, None, {"d": 1}, 7) is first and built == [7]   # timed calls build nothing
+    assert kept.built(build, None, {"d": 1}, 8) is not first and built == [7, 8]   # another model is built
+    kept.build_ahead(build, None, {"d": 1}, 9)   # the next check's model replaces it
+    assert kept.built(build, None, {"d": 1}, 7) is not first
+    kept._MODELS.clear()   # a child that empties the store only builds again, in its own timed call
+    assert kept.built(build, None, {"d": 1}, 9) is not None and built[-1] == 9
 
 
 @pytest.mark.parametrize("source", [TOKEN_ID_CACHE, STUBS_AND_RECOMPUTATION], ids=["token-ids", "stubs"])
@@ -145,7 +166,7 @@ def test_a_rule_that_could_not_tell_fails_the_check_as_its_own_kind_with_no_pitf
     from grader.judge import NO_MISTAKE_TO_EXPLAIN
     from grader.sandbox import CallResult, ProbeCall, RunResult
 
-    call = ProbeCall("coursekit.probes.kv_cache:cost_full", {})
+    call = ProbeCall("coursekit.probes.kv_cache_cost:cost_full", {})
     run = RunResult("ok", [CallResult(ok=True, value=1, cpu_s=0.5)], "ok", "", "", 0.1)
     check = Check(id="x", message=text("x", "x"), calls=lambda gen: [call], compare=lambda a, b: None,
                   run_rule=lambda inputs, mine, reference: CouldNotTell("too near / 太接近", "spent 0.5 s"))

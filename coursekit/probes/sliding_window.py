@@ -25,6 +25,7 @@ from torch import nn
 from coursekit.loader import load_shipped
 from coursekit.probes.gpt import gpt_weights
 from coursekit.probes.modules import load_weights
+from coursekit.probes import kept
 from coursekit.probes.threads import OneThread
 
 
@@ -249,13 +250,18 @@ def cost_steps(module: ModuleType, tokens: torch.Tensor) -> dict:
     return {"logits": torch.cat(logits, dim=1)}
 
 
+def cost_model(module: ModuleType, config: dict, seed: int) -> dict:
+    """Build the model for the timed calls that follow (:mod:`coursekit.probes.kept`)."""
+    return kept.build_ahead(nope_model, module, config, seed)
+
+
 @torch.no_grad()
 def cost_full(module: ModuleType, config: dict, seed: int, idx: torch.Tensor, window: int,
               repeats: int = 1) -> dict:
     """``repeats`` windowed_forwards over ``idx``: what a step costs when it
     recomputes the whole sequence (the grader's yardstick, from the
     reference's run)."""
-    gpt = nope_model(module, config, seed)
+    gpt = kept.built(nope_model, module, config, seed)
     with OneThread():
         for _ in range(repeats):
             logits = module.windowed_forward(gpt, idx, window)
