@@ -213,7 +213,7 @@ def placement(module: ModuleType, config: dict, idx: torch.Tensor, window: int, 
 
 
 # --- the work a cache saves, measured by the grader from outside ------------
-# As exercise 14's (coursekit/probes/kv_cache.py): the grader reads the
+# As exercise 14's (coursekit/probes/kv_cache_cost.py): the grader reads the
 # child's CPU time around each call, sent alone; one thread.
 _KEPT: dict[str, object] = {}
 
