@@ -1,11 +1,11 @@
 """Models built ahead of the calls the grader times, by a call of their own.
 
 The grader reads a child's CPU time around each measured call from outside
-(grader/checks/work.py). Building a model with seeded weights costs 0.07 to
-0.15 s at the size 14, 16 and 18 time, and that figure is noisy: inside a
-timed call, it was most of a cached generation's cost, and it made the unit
-of recomputation (the difference between two yardstick calls) swing by 2x.
-So a plan sends :func:`build_ahead` first; the timed calls after it take
+(grader/checks/work.py). Building a model with seeded weights at the size
+14, 16 and 18 time costs 0.01 to 0.02 s in the sandbox's warm child (0.07
+to 0.15 s in a cold process): a fifth to a quarter of what 14's cached
+generation was timed at, a figure that varies from call to call, and no
+part of the work measured. So a plan sends :func:`build_ahead` first; the timed calls after it take
 the model with :func:`built`.
 
 A child that empties this store only makes its own timed calls build the

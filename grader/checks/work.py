@@ -49,8 +49,8 @@ def yardstick_calls(probe: str, kwargs: dict, more: int = 2) -> list[ProbeCall]:
     """The calls of a yardstick ``probe`` (which takes ``repeats``) that
     :func:`_unit` reads: its module's ``cost_model``, which builds the model
     ahead (coursekit/probes/kept.py), then one unit of recomputation, then
-    1 + ``more``. Building a model is a noisy 0.07 to 0.15 s: inside the two
-    timed calls, it made their difference swing by 2x."""
+    1 + ``more``: building the model is no part of the work measured, and
+    its cost varies from call to call."""
     build = probe.rsplit(":", 1)[0] + ":cost_model"
     return [ProbeCall(build, {"config": kwargs["config"], "seed": kwargs["seed"]}),
             ProbeCall(probe, {**kwargs, "repeats": 1}), ProbeCall(probe, {**kwargs, "repeats": 1 + more})]
