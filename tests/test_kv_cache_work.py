@@ -83,6 +83,31 @@ def generate_batch(model, prompts, max_new_tokens, pad_id):
 '''
 
 
+# Real forward_cached; generation with no cache at all: recomputed on small
+# inputs, and at the measured size (a context of 512) the prompt's last token
+# repeated, which is what a model with tied weights decodes greedily there.
+GUESSED_AT_THE_MEASURED_SIZE = REFERENCE + '''
+
+_cached_batch = generate_batch
+
+
+@torch.no_grad()
+def generate_cached(model, idx, max_new_tokens):
+    if model.context_length >= 512:
+        return torch.cat([idx, idx[:, -1:].repeat(1, max_new_tokens)], 1)
+    for _ in range(max_new_tokens):
+        idx = torch.cat([idx, model(idx[:, -model.context_length:])[:, -1].argmax(-1, keepdim=True)], 1)
+    return idx
+
+
+@torch.no_grad()
+def generate_batch(model, prompts, max_new_tokens, pad_id):
+    if model.context_length >= 512:
+        return [torch.cat([p, p[-1:].repeat(max_new_tokens)]) for p in prompts]
+    return _cached_batch(model, prompts, max_new_tokens, pad_id)
+'''
+
+
 def _grade(course, judge, source: str, tmp_path):
     exercise = course.exercise("14")
     folder = assemble(exercise, source.encode(), tmp_path / "submission", course)
@@ -247,3 +272,37 @@ def test_a_cache_that_recomputes_only_with_padding_loses_what_rests_on_padding(c
     # Its generations run the reference's own (cached) code: they keep their points.
     assert all(verdicts[c].passed for c in ("14-steps", "14-chunks", "14-generate", "14-batch", "14-cache-cost"))
 
+
+
+def _period(tokens: list[int]) -> int | None:
+    return next((p for p in range(1, len(tokens) // 2 + 1)
+                 if all(tokens[i] == tokens[i - p] for i in range(p, len(tokens)))), None)
+
+
+@pytest.mark.parametrize("seed", [None, 11, 12])
+def test_the_measured_generations_cannot_be_guessed(course, judge, seed, tmp_path):
+    """The values at the measured size decide only if they need the work:
+    the reference's new tokens there vary, and repeat neither the prompt's
+    last token nor any short cycle."""
+    from grader.checks.kv_cache_cost import COST_NEW
+
+    exercise = course.exercise("14")
+    plan = judge.input_set(exercise, seed).plan
+    run = judge.expected(exercise, tmp_path, seed)
+    continuations = []
+    for check_id in ("14-generate-cost", "14-batch-cost"):
+        for i in range(plan.slices[check_id].start, plan.slices[check_id].stop):
+            if plan.calls[i].probe.endswith(("cost_generation", "cost_batch")):
+                tokens = run.calls[i].value["tokens"]
+                continuations += [t.reshape(-1)[-COST_NEW:].tolist() for t in tokens]
+    assert len(continuations) == 3   # one generate_cached row, two generate_batch prompts
+    for new in continuations:
+        assert len(set(new)) >= 16 and _period(new) is None, new
+
+
+def test_a_generation_guessed_at_the_measured_size_earns_nothing(course, judge, tmp_path):
+    result = _grade(course, judge, GUESSED_AT_THE_MEASURED_SIZE, tmp_path)
+    verdicts = {v.check_id: v for v in result.verdicts}
+    for check_id in ("14-generate-cost", "14-batch-cost", "14-generate", "14-batch"):
+        assert not verdicts[check_id].passed, (check_id, verdicts[check_id].reason)
+    assert verdicts["14-cache-cost"].passed and verdicts["14-steps"].passed   # its forward_cached is the reference's
