@@ -14,6 +14,7 @@ from types import ModuleType
 import torch
 
 from coursekit.probes import kept
+from coursekit.probes.fed import greedy_feed
 from coursekit.probes.kv_cache import full_logits, model, new_cache
 from coursekit.probes.threads import OneThread
 
@@ -46,42 +47,45 @@ def cost_prefill(module: ModuleType, config: dict, seed: int, idx: torch.Tensor,
     return {"logits": logits[:, -1]}
 
 
-def _continue(module: ModuleType, tokens: torch.Tensor, chunk: int) -> dict:
-    """After :func:`cost_prefill` (or an earlier continuation): forward_cached
-    of ``tokens`` (b, S) in chunks of ``chunk`` tokens through the kept cache
-    (with the padding mask, when the prefill had one, grown by the new real
-    tokens): the logits (b, S, vocab). Each probe below is one timed call."""
+def _continue(module: ModuleType, first: torch.Tensor, count: int) -> dict:
+    """After :func:`cost_prefill` (or an earlier continuation): ``count``
+    tokens through the kept cache with forward_cached, in chunks of
+    ``first.size(1)`` fed greedily from ``first`` (coursekit/probes/fed.py),
+    with the padding mask, when the prefill had one, grown by the new real
+    tokens: the logits (b, count, vocab). Each probe below is one timed call."""
     kept_cache = _KEPT.get("cache", RuntimeError)
     if not isinstance(kept_cache, tuple):
         raise kept_cache("the prefill before these steps did not complete")
     gpt, cache, pad_mask = _KEPT.pop("cache")
-    logits = []
+    grown = [pad_mask]
+
+    def step(new: torch.Tensor) -> torch.Tensor:
+        if grown[0] is not None:
+            grown[0] = torch.cat([grown[0], torch.zeros_like(new, dtype=torch.bool)], dim=1)
+        return module.forward_cached(gpt, new, cache, grown[0])
+
     with OneThread():
-        for t in range(0, tokens.size(1), chunk):
-            new = tokens[:, t:t + chunk]
-            if pad_mask is not None:
-                pad_mask = torch.cat([pad_mask, torch.zeros_like(new, dtype=torch.bool)], dim=1)
-            logits.append(module.forward_cached(gpt, new, cache, pad_mask))
-    _KEPT["cache"] = (gpt, cache, pad_mask)
-    return {"logits": torch.cat(logits, dim=1)}
+        logits = greedy_feed(step, first, count)
+    _KEPT["cache"] = (gpt, cache, grown[0])
+    return {"logits": logits}
 
 
 @torch.no_grad()
-def cost_steps(module: ModuleType, tokens: torch.Tensor) -> dict:
-    """One token at a time (:func:`_continue`)."""
-    return _continue(module, tokens, 1)
+def cost_steps(module: ModuleType, first: torch.Tensor, count: int) -> dict:
+    """One token at a time from ``first`` (b, 1) (:func:`_continue`)."""
+    return _continue(module, first, count)
 
 
 @torch.no_grad()
-def cost_chunks(module: ModuleType, tokens: torch.Tensor, chunk: int) -> dict:
-    """Chunks of ``chunk`` tokens (:func:`_continue`)."""
-    return _continue(module, tokens, chunk)
+def cost_chunks(module: ModuleType, first: torch.Tensor, count: int) -> dict:
+    """Chunks of ``first.size(1)`` tokens (:func:`_continue`)."""
+    return _continue(module, first, count)
 
 
 @torch.no_grad()
-def cost_padded_steps(module: ModuleType, tokens: torch.Tensor) -> dict:
+def cost_padded_steps(module: ModuleType, first: torch.Tensor, count: int) -> dict:
     """One token at a time after a left-padded prefill (:func:`_continue`)."""
-    return _continue(module, tokens, 1)
+    return _continue(module, first, count)
 
 
 @torch.no_grad()

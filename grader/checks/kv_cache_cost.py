@@ -54,14 +54,14 @@ def _step_calls(gen: torch.Generator) -> list[ProbeCall]:
     idx = _tokens(gen, 1, context)
     prefill = context - 2 * COST_STEPS   # the chunks (14-chunks-cost) come after the steps
     return [ProbeCall(f"{PROBES}:cost_prefill", {**model, "idx": idx[:, :prefill]}),
-            ProbeCall(f"{PROBES}:cost_steps", {"tokens": idx[:, prefill:prefill + COST_STEPS]}),
+            ProbeCall(f"{PROBES}:cost_steps", {"first": idx[:, prefill:prefill + 1], "count": COST_STEPS}),
             *yardstick_calls(YARDSTICK, {**model, "idx": idx})]
 
 
 def _chunk_calls(gen: torch.Generator) -> list[ProbeCall]:
     """Chunks of COST_CHUNK tokens, through the cache 14-cache-cost's steps
     left (timed): only the chunks' own values and work decide here."""
-    return [ProbeCall(f"{PROBES}:cost_chunks", {"tokens": _tokens(gen, 1, COST_STEPS), "chunk": COST_CHUNK})]
+    return [ProbeCall(f"{PROBES}:cost_chunks", {"first": _tokens(gen, 1, COST_CHUNK), "count": COST_STEPS})]
 
 
 def _padded_calls(gen: torch.Generator) -> list[ProbeCall]:
@@ -71,7 +71,8 @@ def _padded_calls(gen: torch.Generator) -> list[ProbeCall]:
     pad_mask = torch.zeros(1, context - COST_STEPS, dtype=torch.bool)
     pad_mask[:, :int(torch.randint(2, 9, (1,), generator=gen))] = True
     return [ProbeCall(f"{PROBES}:cost_prefill", {**model, "idx": idx[:, :context - COST_STEPS], "pad_mask": pad_mask}),
-            ProbeCall(f"{PROBES}:cost_padded_steps", {"tokens": idx[:, context - COST_STEPS:]})]
+            ProbeCall(f"{PROBES}:cost_padded_steps", {"first": idx[:, context - COST_STEPS:][:, :1],
+                                                         "count": COST_STEPS})]
 
 
 def _generation_calls(gen: torch.Generator) -> list[ProbeCall]:

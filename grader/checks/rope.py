@@ -190,7 +190,7 @@ def _device_calls(gen: torch.Generator) -> list[ProbeCall]:
 
 # --- the work a cache saves (as exercise 14's, grader/checks/kv_cache_cost.py) -----
 COST_CONFIG = {"vocab_size": 32, "d_model": 128, "num_heads": 4, "num_layers": 2, "context_length": 512,
-               "dropout": 0.1, "tie_weights": True}
+               "dropout": 0.1, "tie_weights": False}
 COST_STEPS = 24
 YARDSTICK = f"{PROBES}:cost_full"
 
@@ -200,7 +200,7 @@ def _cost_calls(gen: torch.Generator) -> list[ProbeCall]:
     idx = torch.randint(0, COST_CONFIG["vocab_size"], (1, COST_CONFIG["context_length"]), generator=gen)
     prefill = COST_CONFIG["context_length"] - COST_STEPS
     return [ProbeCall(f"{PROBES}:cost_prefill", {**model, "idx": idx[:, :prefill]}),
-            ProbeCall(f"{PROBES}:cost_steps", {"tokens": idx[:, prefill:]}),
+            ProbeCall(f"{PROBES}:cost_steps", {"first": idx[:, prefill:prefill + 1], "count": COST_STEPS}),
             *yardstick_calls(YARDSTICK, {**model, "idx": idx})]
 
 
