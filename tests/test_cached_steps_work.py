@@ -1,11 +1,13 @@
 """The timed cached steps of 14, 16 and 18 (grader/checks/work.py) give a
-step no token that comes after it: each chunk is the greedy continuation of
-the logits the step before returned (coursekit/probes/fed.py). A red-team
+step no token that comes after it: each chunk is drawn from the logits the
+step before returned (coursekit/probes/fed.py). A red-team
 pass found that a step could read the tokens still to come through its
 input's storage (a view of all of them) and run one full forward over them
 at the first step, with no cache: 20/20 on 16. And the path must not be
 guessable either, or a step could speculate it (as 14's generations could
-with tied weights: tests/test_kv_cache_work.py)."""
+with tied weights: tests/test_kv_cache_work.py). The same pass found that
+18's timed model, with a window of 16, let a step recompute only the 31
+tokens its logits depend on; its window is 256 now."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -13,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from coursekit.probes.fed import greedy_feed
+from coursekit.probes.fed import fed_steps
 from grader.intake.submissions import assemble
 
 HERE = Path(__file__).parent / "cached_steps"
@@ -26,9 +28,9 @@ def test_each_chunk_is_made_from_the_last_and_has_its_own_storage():
 
     def step(new):
         seen.append((new.tolist(), new.untyped_storage().nbytes() // new.element_size()))
-        return torch.nn.functional.one_hot((new + 1) % 5, 5).double()   # predicts token + 1
+        return 1e3 * torch.nn.functional.one_hot((new + 1) % 5, 5).double()   # surely token + 1, noise or not
 
-    logits = greedy_feed(step, torch.tensor([[0, 1]]), 5)
+    logits = fed_steps(step, torch.tensor([[0, 1]]), 5)
     assert logits.shape == (1, 5, 5)
     assert seen == [([[0, 1]], 2), ([[1, 2]], 2), ([[2]], 1)]   # the last chunk cut to what remains
 
@@ -52,9 +54,25 @@ def test_the_fed_path_cannot_be_guessed(course, judge, exercise_id, seed, tmp_pa
         assert len(path) >= 24 and len(set(path)) >= 8 and _period(path) is None, (check_id, path)
 
 
-def test_a_step_that_reads_the_tokens_ahead_gets_nothing_for_it(course, judge, tmp_path):
-    exercise = course.exercise("16")
-    source = (HERE / "rope_peeks_ahead.py").read_bytes()
+@pytest.mark.parametrize(("exercise_id", "attack"), [
+    ("16", "rope_peeks_ahead.py"),   # reads the tokens ahead, one full forward over them at the first step
+    ("18", "sliding_window_recomputes_the_receptive_field.py"),   # exact with the last L * (W - 1) + 1 tokens
+])
+def test_a_step_without_a_cache_gets_nothing_for_it(course, judge, exercise_id, attack, tmp_path):
+    exercise = course.exercise(exercise_id)
+    source = (HERE / attack).read_bytes()
     result = judge.grade(exercise, assemble(exercise, source, tmp_path / "submission", course), tmp_path / "work")
-    cost = next(v for v in result.verdicts if v.check_id == "16-cache-cost")
+    cost = next(v for v in result.verdicts if v.check_id == f"{exercise_id}-cache-cost")
     assert not cost.passed and "recomputed" in cost.reason, cost.reason
+
+
+def test_a_drawn_token_depends_on_more_than_the_top_logit():
+    # The top logit is always token 0's: a greedy feed would send 0 every time.
+    drawn = []
+
+    def step(new):
+        drawn.append(new.item())
+        return torch.tensor([[[1.0, 0.9] + [0.0] * 6]], dtype=torch.float64)
+
+    fed_steps(step, torch.zeros(1, 1, dtype=torch.long), 32)
+    assert len(set(drawn)) > 2, drawn

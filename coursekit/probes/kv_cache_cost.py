@@ -14,7 +14,7 @@ from types import ModuleType
 import torch
 
 from coursekit.probes import kept
-from coursekit.probes.fed import greedy_feed
+from coursekit.probes.fed import fed_steps
 from coursekit.probes.kv_cache import full_logits, model, new_cache
 from coursekit.probes.threads import OneThread
 
@@ -50,7 +50,7 @@ def cost_prefill(module: ModuleType, config: dict, seed: int, idx: torch.Tensor,
 def _continue(module: ModuleType, first: torch.Tensor, count: int) -> dict:
     """After :func:`cost_prefill` (or an earlier continuation): ``count``
     tokens through the kept cache with forward_cached, in chunks of
-    ``first.size(1)`` fed greedily from ``first`` (coursekit/probes/fed.py),
+    ``first.size(1)`` fed from ``first`` (coursekit/probes/fed.py),
     with the padding mask, when the prefill had one, grown by the new real
     tokens: the logits (b, count, vocab). Each probe below is one timed call."""
     kept_cache = _KEPT.get("cache", RuntimeError)
@@ -65,7 +65,7 @@ def _continue(module: ModuleType, first: torch.Tensor, count: int) -> dict:
         return module.forward_cached(gpt, new, cache, grown[0])
 
     with OneThread():
-        logits = greedy_feed(step, first, count)
+        logits = fed_steps(step, first, count)
     _KEPT["cache"] = (gpt, cache, grown[0])
     return {"logits": logits}
 

@@ -26,7 +26,7 @@ from coursekit.probes.gpt import gpt_shapes, gpt_weights
 from coursekit.probes.modules import load_weights, own_named_parameters
 from coursekit.probes.multihead import random_weights
 from coursekit.probes import kept
-from coursekit.probes.fed import greedy_feed
+from coursekit.probes.fed import fed_steps
 from coursekit.probes.threads import OneThread
 
 F64 = torch.float64
@@ -63,14 +63,6 @@ def model(module: ModuleType, config: dict, seed: int, scale: float = 1.0) -> nn
     load_weights(gpt, rope_gpt_weights(config, seed, scale))
     return gpt.to(F64).eval()
 
-
-def timed_model(module: ModuleType, config: dict, seed: int) -> nn.Module:
-    """The model of the timed calls: weights three times the usual scale.
-    At the usual one, its greedy decoding after 488 tokens settled into a
-    cycle of two tokens on some seeds (2 or 3 distinct of 24), a path the
-    cached steps' feed (coursekit/probes/fed.py) must not make guessable; at
-    twice, 7 on the fixed inputs; at three times, 9 to 14 (4 seeds)."""
-    return model(module, config, seed, 3.0)
 
 
 def attention_module(module: ModuleType, config: dict, seed: int) -> tuple[nn.Module, dict]:
@@ -291,7 +283,7 @@ def cost_prefill(module: ModuleType, config: dict, seed: int, idx: torch.Tensor)
     """forward_cached of the prompt ``idx`` into a new cache, kept with the
     model for :func:`cost_steps`: the last position's logits."""
     _KEPT["cache"] = NotImplementedError
-    gpt = timed_model(module, config, seed)
+    gpt = model(module, config, seed)
     try:
         cache = new_cache(module, config)
         with OneThread():
@@ -308,26 +300,26 @@ def cost_prefill(module: ModuleType, config: dict, seed: int, idx: torch.Tensor)
 @torch.no_grad()
 def cost_steps(module: ModuleType, first: torch.Tensor, count: int) -> dict:
     """After :func:`cost_prefill`: forward_cached of ``count`` tokens one at
-    a time, fed greedily from ``first`` (b, 1) (coursekit/probes/fed.py)."""
+    a time, fed from ``first`` (b, 1) (coursekit/probes/fed.py)."""
     found = _KEPT.get("cache", RuntimeError)
     if not isinstance(found, tuple):
         raise found("the prefill before these steps did not complete")
     gpt, cache = _KEPT.pop("cache")
     with OneThread():
-        logits = greedy_feed(lambda new: module.forward_cached(gpt, new, cache), first, count)
+        logits = fed_steps(lambda new: module.forward_cached(gpt, new, cache), first, count)
     return {"logits": logits}
 
 
 def cost_model(module: ModuleType, config: dict, seed: int) -> dict:
     """Build the model for the timed calls that follow (:mod:`coursekit.probes.kept`)."""
-    return kept.build_ahead(timed_model, module, config, seed)
+    return kept.build_ahead(model, module, config, seed)
 
 
 @torch.no_grad()
 def cost_full(module: ModuleType, config: dict, seed: int, idx: torch.Tensor, repeats: int = 1) -> dict:
     """``repeats`` full forwards of ``RoPEGPT`` over ``idx``: the grader's
     yardstick of a recomputation (timed in the reference's run)."""
-    gpt = kept.built(timed_model, module, config, seed)
+    gpt = kept.built(model, module, config, seed)
     with OneThread():
         for _ in range(repeats):
             logits = gpt(idx)

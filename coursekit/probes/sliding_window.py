@@ -26,7 +26,7 @@ from coursekit.loader import load_shipped
 from coursekit.probes.gpt import gpt_weights
 from coursekit.probes.modules import load_weights
 from coursekit.probes import kept
-from coursekit.probes.fed import greedy_feed
+from coursekit.probes.fed import fed_steps
 from coursekit.probes.threads import OneThread
 
 
@@ -241,14 +241,14 @@ def cost_prefill(module: ModuleType, config: dict, seed: int, idx: torch.Tensor,
 @torch.no_grad()
 def cost_steps(module: ModuleType, first: torch.Tensor, count: int) -> dict:
     """After :func:`cost_prefill`: forward_cached of ``count`` tokens one at
-    a time through the kept cache, fed greedily from ``first`` (b, 1)
+    a time through the kept cache, fed from ``first`` (b, 1)
     (coursekit/probes/fed.py): the logits (b, count, vocab)."""
     found = _KEPT.pop("cache", RuntimeError)
     if not isinstance(found, tuple):
         raise found("the prefill before these steps did not complete")
     gpt, cache = found
     with OneThread():
-        logits = greedy_feed(lambda new: module.forward_cached(gpt, new, cache), first, count)
+        logits = fed_steps(lambda new: module.forward_cached(gpt, new, cache), first, count)
     return {"logits": logits}
 
 

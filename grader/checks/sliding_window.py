@@ -150,13 +150,17 @@ def _unmodified(submitted: object, expected: object) -> str | None:
 
 
 # --- the work a rolling cache saves (grader/checks/work.py) ---------------------
-# d_model 128, two blocks, a window of 16 after 488 positions (as exercise
-# 14's 512): recomputing the windowed model over the whole sequence costs
-# tens of cached steps, and a submission that does it at every step still
-# ends well within the run's time limit.
+# d_model 128, two blocks, a window of 256 after 488 positions (as exercise
+# 14's 512, the buffer long wrapped): recomputing the windowed model over
+# the whole sequence costs tens of cached steps, and a submission that does
+# it at every step still ends well within the run's time limit. The window
+# is wide so that the last token's receptive field (2 * 255 + 1 positions)
+# is nearly the whole sequence: with a window of 16 it was 31, and
+# recomputing only those at every step (exact, with no positions) passed
+# as a cache (a red-team pass; tests/test_cached_steps_work.py).
 COST_CONFIG = {"vocab_size": 32, "d_model": 128, "num_heads": 4, "num_layers": 2, "context_length": 64,
                "dropout": 0.1, "tie_weights": False}
-COST_WINDOW = 16
+COST_WINDOW = 256
 COST_LENGTH = 512
 COST_STEPS = 24
 YARDSTICK = f"{PROBES}:cost_full"

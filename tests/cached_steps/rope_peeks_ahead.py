@@ -1,4 +1,4 @@
-"""A submission written as an attack on 16-cache-cost (tests/test_cached_steps_work.py): exercise 16's reference, rotary position embeddings (RoPE),
+"""A submission written as an attack on 16-cache-cost (tests/test_cached_steps_work.py): exercise 16's reference, rotary position embeddings (RoPE), with the attack appended at its end.
 
 `multihead.py` (exercise 06), `gpt.py` (exercise 12) and `kv_cache.py`
 (exercise 14) ship beside this file. RoPE replaces the learned position
