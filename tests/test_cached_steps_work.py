@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from coursekit.probes.fed import fed_steps
+from grader.course import REPO_ROOT
 from grader.intake.submissions import assemble
 
 HERE = Path(__file__).parent / "cached_steps"
@@ -60,7 +61,8 @@ def test_the_fed_path_cannot_be_guessed(course, judge, exercise_id, seed, tmp_pa
 ])
 def test_a_step_without_a_cache_gets_nothing_for_it(course, judge, exercise_id, attack, tmp_path):
     exercise = course.exercise(exercise_id)
-    source = (HERE / attack).read_bytes()
+    reference = (REPO_ROOT / "solutions" / exercise.folder / exercise.module).read_text()
+    source = (reference + "\n\n" + (HERE / attack).read_text()).encode()   # the reference with the attack appended
     result = judge.grade(exercise, assemble(exercise, source, tmp_path / "submission", course), tmp_path / "work")
     cost = next(v for v in result.verdicts if v.check_id == f"{exercise_id}-cache-cost")
     assert not cost.passed and "recomputed" in cost.reason, cost.reason
