@@ -5,8 +5,8 @@ The grader reads a child's CPU time around each measured call from outside
 14, 16 and 18 time costs 0.01 to 0.02 s in the sandbox's warm child (0.07
 to 0.15 s in a cold process): a fifth to a quarter of what 14's cached
 generation was timed at, a figure that varies from call to call, and no
-part of the work measured. So a plan sends :func:`build_ahead` first; the timed calls after it take
-the model with :func:`built`.
+part of the work measured. So a plan sends :func:`build_ahead` first; the
+timed calls after it take the model with :func:`built`.
 
 A child that empties this store only makes its own timed calls build the
 model again, so costlier: what it does here can take points away, never

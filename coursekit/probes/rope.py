@@ -22,11 +22,11 @@ from types import ModuleType
 import torch
 from torch import nn
 
+from coursekit.probes import kept
+from coursekit.probes.fed import fed_steps
 from coursekit.probes.gpt import gpt_shapes, gpt_weights
 from coursekit.probes.modules import load_weights, own_named_parameters
 from coursekit.probes.multihead import random_weights
-from coursekit.probes import kept
-from coursekit.probes.fed import fed_steps
 from coursekit.probes.threads import OneThread
 
 F64 = torch.float64
@@ -50,19 +50,16 @@ def rope_gpt_shapes(config: dict) -> dict[str, tuple[int, ...]]:
     return {name: shape for name, shape in gpt_shapes(config).items() if not name.startswith("pos_emb.")}
 
 
-def rope_gpt_weights(config: dict, seed: int, scale: float = 1.0) -> dict[str, torch.Tensor]:
-    """Seeded weights of ``RoPEGPT(**config)`` by contract name (12's, without
-    ``pos_emb``), all but the LayerNorms times ``scale``."""
-    return {name: w for name, w in gpt_weights(config, seed, scale).items() if not name.startswith("pos_emb.")}
+def rope_gpt_weights(config: dict, seed: int) -> dict[str, torch.Tensor]:
+    """Seeded weights of ``RoPEGPT(**config)`` by contract name (12's, without ``pos_emb``)."""
+    return {name: w for name, w in gpt_weights(config, seed).items() if not name.startswith("pos_emb.")}
 
 
-def model(module: ModuleType, config: dict, seed: int, scale: float = 1.0) -> nn.Module:
-    """The submission's ``RoPEGPT(**config)`` with seeded weights (``scale``
-    times the usual), float64, eval mode."""
+def model(module: ModuleType, config: dict, seed: int) -> nn.Module:
+    """The submission's ``RoPEGPT(**config)`` with seeded weights, float64, eval mode."""
     gpt = module.RoPEGPT(**config)
-    load_weights(gpt, rope_gpt_weights(config, seed, scale))
+    load_weights(gpt, rope_gpt_weights(config, seed))
     return gpt.to(F64).eval()
-
 
 
 def attention_module(module: ModuleType, config: dict, seed: int) -> tuple[nn.Module, dict]:

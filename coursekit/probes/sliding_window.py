@@ -23,10 +23,10 @@ import torch
 from torch import nn
 
 from coursekit.loader import load_shipped
-from coursekit.probes.gpt import gpt_weights
-from coursekit.probes.modules import load_weights
 from coursekit.probes import kept
 from coursekit.probes.fed import fed_steps
+from coursekit.probes.gpt import gpt_weights
+from coursekit.probes.modules import load_weights
 from coursekit.probes.threads import OneThread
 
 

@@ -3,8 +3,9 @@ grader measures from outside the child, and the training probes.
 
 On a second thread, PyTorch's small operations cost more than they save:
 the pool's hand-offs and wake-ups, which the grader counts as work where it
-reads a child's CPU time around a call (grader/sandbox/proc.py). 15's tiled attention at n = 4096 took 2.5 s of CPU on two threads and
-0.41 s on one, in the same forked process.
+reads a child's CPU time around a call (grader/sandbox/proc.py). 15's
+tiled attention at n = 4096 took 2.5 s of CPU on two threads and 0.41 s
+on one, in the same forked process.
 """
 from __future__ import annotations
 

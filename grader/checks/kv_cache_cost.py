@@ -71,7 +71,7 @@ def _padded_calls(gen: torch.Generator) -> list[ProbeCall]:
     pad_mask = torch.zeros(1, context - COST_STEPS, dtype=torch.bool)
     pad_mask[:, :int(torch.randint(2, 9, (1,), generator=gen))] = True
     return [ProbeCall(f"{PROBES}:cost_prefill", {**model, "idx": idx[:, :context - COST_STEPS], "pad_mask": pad_mask}),
-            ProbeCall(f"{PROBES}:cost_padded_steps", {"first": idx[:, context - COST_STEPS:][:, :1],
+            ProbeCall(f"{PROBES}:cost_padded_steps", {"first": idx[:, context - COST_STEPS:context - COST_STEPS + 1],
                                                          "count": COST_STEPS})]
 
 

@@ -51,9 +51,7 @@ def yardstick_calls(probe: str, kwargs: dict, more: int = 2) -> list[ProbeCall]:
     ahead (coursekit/probes/kept.py), then one unit of recomputation, then
     1 + ``more``: building the model is no part of the work measured, and
     its cost varies from call to call."""
-    build = probe.rsplit(":", 1)[0] + ":cost_model"
-    return [ProbeCall(build, {"config": kwargs["config"], "seed": kwargs["seed"]}),
-            ProbeCall(probe, {**kwargs, "repeats": 1}), ProbeCall(probe, {**kwargs, "repeats": 1 + more})]
+    return [*built_ahead(probe, {**kwargs, "repeats": 1}), ProbeCall(probe, {**kwargs, "repeats": 1 + more})]
 
 
 def built_ahead(probe: str, kwargs: dict) -> list[ProbeCall]:

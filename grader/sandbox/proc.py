@@ -18,8 +18,9 @@ reading is still counted, to within one tick. The coarse readings are the
 thread group's exact run time cut down to whole ticks, so their
 difference lies within one tick of the truth either way: taken as it is,
 it added up to 10 ms to a single-threaded call of 10 to 20 ms (exercise
-14's cached steps and chunks), more in one run than in the next. The sandbox's seccomp filter allows threads
-only (no ``fork``), so the child's own process is all there is to read.
+14's cached steps and chunks), more in one run than in the next. The
+sandbox's seccomp filter allows threads only (no ``fork``), so the child's
+own process is all there is to read.
 """
 from __future__ import annotations
 
