@@ -7,14 +7,17 @@ only: nothing the child prints, writes or exits with can change them.
 
 Calls are drawn per submission (grader/checks/inputs.py); the reference runs
 on them too (grader/references.py). When a check fails, the same calls'
-results of pitfall variants (the reference with one known mistake, run once
-per input set, a few per submission) are compared with the submission's: a
-variant whose outputs there are the submission's own *confirms* its pitfall
-(grader/matching.py: equal numbers or errors, not merely the same failed
-property), and that hint is shown first. Without a confirmed one, a pitfall
-the check declares is *possible* (a guess, said as one) only when its variant
-fails the check with the same signature and also fails the checks no
-confirmed mistake explains: at most two.
+results of pitfall variants (the reference with one known mistake) are
+compared with the submission's: a variant whose outputs there are the
+submission's own *confirms* its pitfall (grader/matching.py: equal numbers
+or errors, not merely the same failed property), and that hint is shown
+first. Without a confirmed one, a pitfall the check declares is *possible*
+(a guess, said as one) only when its variant fails the check with the same
+signature and also fails the checks no confirmed mistake explains: at most
+two. The comparison happens on the fixed inputs, where each variant runs
+once per class, from a second run of the submission there; a variant
+confirmed there runs on the submission's own inputs and must be confirmed
+again (grader/suspects.py). Points rest on the submission's own inputs alone.
 
 Feedback is fixed words (grader/feedback.py): no error message, exception
 class name of the submission's own, printed output or warning reaches a
@@ -27,29 +30,23 @@ from __future__ import annotations
 
 import copy
 import functools
-import re
 import threading
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 from grader.checks import COULD_NOT_TELL, Check, CheckPlan, checks_for, counting, figures_for
 from grader.checks.inputs import HiddenInputs
 from grader.course import REPO_ROOT, Course, Exercise, Text
-from grader.failures import DETAIL_LIMIT, NOT_RUN, Failure, check_failure, first_failure, run_where, same_signature
+from grader.failures import DETAIL_LIMIT, NOT_RUN, Failure, check_failure, run_where
 from grader.figures import run_figures
 from grader.feedback import both, missing_names, run_cause, source_problem
 from grader.course.pitfalls import load_variants
 from grader import own_errors
-from grader.matching import (Evidence, evidence, explain_by_confirmed, guess_fits, one_per_mistake, same_outputs,
-                             unexplained)
+from grader.matching import explain_by_confirmed
 from grader.sandbox import RunResult, Sandbox
 from grader.intake.submissions import assemble
 from grader.references import InputSet, InputSets, check_batches, passing_seed, run_all, run_seeded
-
-
-# At most this many unconfirmed pitfalls are offered per failed check, as
-# guesses ("possibly"), beside the check's own words (its reason).
-MAX_POSSIBLE = 2
+from grader.suspects import Seen, explain, reconfirmed
 
 
 class GraderError(Exception):
@@ -154,13 +151,6 @@ class Judge:
                 self._cache[key] = compute()
             return self._cache[key]
 
-    def _error_matches(self, pitfall_id: str, error_text: str) -> bool:
-        try:
-            patterns = self.course.pitfall(pitfall_id).error_patterns
-        except KeyError:
-            return False
-        return any(re.search(pattern, error_text) for pattern in patterns)
-
     def plan(self, exercise: Exercise) -> CheckPlan:
         """The exercise's checks and their hidden probe calls (built once)."""
         return self._once(("plan", exercise.id),
@@ -259,11 +249,19 @@ class Judge:
         # A raised exception told where, on what, and its message, from a replay on ungraded inputs.
         failures = own_errors.explain(self.sandbox, folder, exercise.module_name, plan, run, failures,
                                       per_submission=inputs.seed is not None)
+        passed = {check_id for check_id, failure in failures.items() if failure is None}
+        seen = Seen(inputs, run, expected, failures, passed)
+        home = self._home(exercise, folder, workdir, seen, source, limits, missing)
+        if home is not None and home.run.status == "tampered":   # its second run voids the first
+            run = replace(home.run, calls=[])
+            detail = " ".join(run.reason.split())[:DETAIL_LIMIT]
+            failures = {check.id: check_failure(check, plan.slices[check.id], run, expected, source, limits)
+                        for check in plan.checks}
+            passed, home = set(), None
+            seen = Seen(inputs, run, expected, failures, passed)
         # A check counts when it passes and so does every check it requires
         # (in any order: the requirement is that behaviour, not its points).
-        passed = {check_id for check_id, failure in failures.items() if failure is None}
         counts = counting(plan.checks, passed)   # requirements hold through every link
-        found: dict[str, tuple[Evidence, RunResult]] = {}  # each variant's evidence on this run, once (_suspects)
         for check in plan.checks:
             failure = failures[check.id]
             unmet = [r for r in check.requires if r not in counts]
@@ -280,8 +278,7 @@ class Judge:
                 verdicts.append(Verdict(check.id, False, 0.0, points[check.id], check.message, failure.reason,
                                         kind=failure.kind, instructor_detail=failure.detail or detail))
                 continue
-            confirmed, possible = self._suspects(exercise, inputs, check, run, expected, failure, workdir, passed,
-                                                 found)
+            confirmed, possible = self._suspects(exercise, seen, check, failure, workdir, home)
             verdicts.append(Verdict(check.id, False, 0.0, points[check.id], check.message, failure.reason,
                                     [*confirmed, *possible], confirmed, possible, failure.kind, failure.detail))
         explain_by_confirmed(verdicts)
@@ -292,60 +289,48 @@ class Judge:
             return ExerciseResult(exercise.id, status, cause, verdicts, exercise.points, figures, detail)
         return ExerciseResult(exercise.id, run.status, cause, verdicts, exercise.points, figures, detail)
 
-    def _suspects(self, exercise: Exercise, inputs: InputSet, check: Check, run: RunResult, expected: RunResult,
-                  failure: Failure, workdir: Path, passed: set[str],
-                  found: dict[str, tuple[Evidence, RunResult]]) -> tuple[list[str], list[str]]:
-        """(confirmed, possible) pitfalls of a failed check (grader/matching.py): confirmed, the
-        variant's outputs on the check's calls are the submission's (one per mistake); possible, at
-        most :data:`MAX_POSSIBLE` guesses. Variants run on the submission's inputs, a few a
-        submission (grader/references.py). ``found``: each variant's evidence and run, shared."""
+    def _suspects(self, exercise: Exercise, seen: Seen, check: Check, failure: Failure, workdir: Path,
+                  home: Seen | None) -> tuple[list[str], list[str]]:
+        """(confirmed, possible) pitfalls of a failed check (grader/suspects.py). ``home``: the
+        submission's run on the fixed inputs, where every variant has run once per class; None on
+        the fixed inputs themselves. The analysis happens there when the check fails there too,
+        and only the variants it confirms run on the submission's own inputs, to confirm them
+        again; otherwise the variants failing alike run on them, a few a submission."""
         every = self.variant_results(exercise, workdir)
-        alike = self.input_set(exercise).alike(check, failure.kind, every, self.expected(exercise, workdir))
-        variants = self.variant_results(exercise, workdir, inputs.seed, inputs.budgeted(alike, check.pitfalls))
-        plan, calls = inputs.plan, inputs.plan.slices[check.id]
-        fails = lambda p, other: inputs.variant_failure(other, p, found[p][1], expected) is not None  # noqa: E731
-        for pitfall_id, variant in variants.items():
-            if pitfall_id not in found:
-                found[pitfall_id] = (evidence(plan.checks, plan.slices, run, variant, expected, passed,
-                                              lambda other, p=pitfall_id, v=variant: inputs.variant_failure(
-                                                  other, p, v, expected) is not None), variant)
-        evidences = {p: e for p, (e, _) in found.items()}
-        confirmed = [pitfall_id for pitfall_id, variant in variants.items()
-                     if inputs.variant_failure(check, pitfall_id, variant, expected) is not None
-                     and same_outputs(check, calls, run, variant, expected, evidences[pitfall_id])]
-        confirmed, ambiguous = one_per_mistake(confirmed, evidences)
-        if confirmed:  # a confirmed pitfall explains the failure; guesses beside it would be noise
-            return confirmed, []
-        candidates = [*ambiguous, *check.pitfalls]
-        if failure.detail:  # it raised: pitfalls whose known error messages match say something too
-            candidates += [p.id for p in exercise.pitfalls if self._error_matches(p.id, failure.detail)]
-        loose = unexplained(plan.checks, passed, evidences, fails)
-        possible: list[str] = []
-        for pitfall_id in dict.fromkeys(candidates):
-            if len(possible) >= MAX_POSSIBLE:
-                break
-            variant = variants.get(pitfall_id)
-            if variant is None:
-                if pitfall_id not in every and failure.detail and self._error_matches(pitfall_id, failure.detail):
-                    possible.append(pitfall_id)
-                continue
-            theirs = inputs.variant_failure(check, pitfall_id, variant, expected)
-            if theirs is not None and same_signature(theirs.kind, failure.kind) \
-                    and guess_fits(pitfall_id, plan.checks, loose, fails) \
-                    and self._consistent(inputs, pitfall_id, variant, expected, passed):
-                possible.append(pitfall_id)
-        return [], possible
+        fixed, fixed_expected = self.input_set(exercise), self.expected(exercise, workdir)
+        pitfalls, catalogued = [p.id for p in exercise.pitfalls], set(every)
+        there = home.failures.get(check.id) if home is not None else None
+        if home is not None and there is not None and there.kind not in NO_MISTAKE_TO_EXPLAIN:
+            alike = fixed.alike(check, there.kind, every, fixed_expected)
+            confirmed, possible = explain(self.course, pitfalls, home, check, there,
+                                          {p: every[p] for p in alike}, catalogued)
+            if not confirmed:
+                return [], possible
+            names = seen.inputs.budgeted(confirmed, check.pitfalls)
+            variants = self.variant_results(exercise, workdir, seen.inputs.seed, names)
+            return reconfirmed(self.course, pitfalls, seen, check, failure, confirmed, variants, catalogued)
+        alike = fixed.alike(check, failure.kind, every, fixed_expected)
+        variants = self.variant_results(exercise, workdir, seen.inputs.seed, seen.inputs.budgeted(alike, check.pitfalls))
+        return explain(self.course, pitfalls, seen, check, failure, variants, catalogued)
 
-    def _consistent(self, inputs: InputSet, pitfall_id: str, variant: RunResult, expected: RunResult,
-                    passed: set[str]) -> bool:
-        """Whether the pitfall's variant passes every check that the
-        submission passes and that declares the pitfall (the instructor's
-        list of where the mistake shows): a check that does not declare it
-        says nothing (a wrong-dim softmax right on the last dim is still a
-        wrong dim)."""
-        return all(inputs.variant_failure(other, pitfall_id, variant, expected) is None
-                   for other in inputs.plan.checks
-                   if other.id in passed and pitfall_id in other.pitfalls)
+    def _home(self, exercise: Exercise, folder: Path, workdir: Path, seen: Seen, source: bytes | None,
+              limits: object | None, missing: list[str]) -> Seen | None:
+        """The submission's run on the fixed inputs, for :meth:`_suspects`: only on its own
+        inputs, and only when a check fails with a mistake to explain. The calls that differ
+        from its own inputs' run; the rest (a copy task's training) are taken from ``seen``.
+        Not for a run that broke (a timeout, a crash): a second would cost the class its limit again."""
+        if seen.inputs.seed is None or seen.run.status != "ok" or not any(
+                failure is not None and failure.kind not in NO_MISTAKE_TO_EXPLAIN
+                and not (failure.kind == "raised AttributeError" and missing) for failure in seen.failures.values()):
+            return None
+        fixed, expected = self.input_set(exercise), self.expected(exercise, workdir)
+        self.input_sets.count("submission")
+        run = run_seeded(fixed.plan, seen.inputs.plan, lambda: seen.run,
+                         functools.partial(self.sandbox.run, folder, exercise.module_name))
+        plan = fixed.plan
+        failures = {check.id: check_failure(check, plan.slices[check.id], run, expected, source, limits, plan.calls,
+                                            reveal=False) for check in plan.checks}
+        return Seen(fixed, run, expected, failures, {check_id for check_id, f in failures.items() if f is None})
 
     def _missing_names(self, exercise: Exercise, source: bytes | None) -> list[str]:
         """The stub's public names that the submission does not define
