@@ -39,7 +39,7 @@ from grader.checks.inputs import HiddenInputs
 from grader.course import REPO_ROOT, Course, Exercise, Text
 from grader.failures import DETAIL_LIMIT, NOT_RUN, Failure, check_failure, run_where
 from grader.figures import run_figures
-from grader.feedback import both, missing_names, run_cause, source_problem
+from grader.feedback import Phrase, both, missing_names, run_cause, source_problem
 from grader.course.pitfalls import load_variants
 from grader import own_errors
 from grader.matching import explain_by_confirmed
@@ -251,13 +251,13 @@ class Judge:
                                       per_submission=inputs.seed is not None)
         passed = {check_id for check_id, failure in failures.items() if failure is None}
         seen = Seen(inputs, run, expected, failures, passed)
-        home = self._home(exercise, folder, workdir, seen, source, limits, missing)
+        home, where = self._home(exercise, folder, workdir, seen, source, limits, missing), True
         if home is not None and home.run.status == "tampered":   # its second run voids the first
             run = replace(home.run, calls=[])
             detail = " ".join(run.reason.split())[:DETAIL_LIMIT]
             failures = {check.id: check_failure(check, plan.slices[check.id], run, expected, source, limits)
                         for check in plan.checks}
-            passed, home = set(), None
+            passed, home, where = set(), None, False   # its call there would tell of the fixed inputs
             seen = Seen(inputs, run, expected, failures, passed)
         # A check counts when it passes and so does every check it requires
         # (in any order: the requirement is that behaviour, not its points).
@@ -283,7 +283,7 @@ class Judge:
                                     [*confirmed, *possible], confirmed, possible, failure.kind, failure.detail))
         explain_by_confirmed(verdicts)
         figures = run_figures(plan, run, expected)
-        cause = self._cause(exercise, plan, run, limits, source, missing)
+        cause = self._cause(exercise, plan, run, limits, source, missing, where)
         if run.status == "ok":
             status = "not_started" if _not_started(verdicts) else "graded"
             return ExerciseResult(exercise.id, status, cause, verdicts, exercise.points, figures, detail)
@@ -325,8 +325,10 @@ class Judge:
             return None
         fixed, expected = self.input_set(exercise), self.expected(exercise, workdir)
         self.input_sets.count("submission")
+        # Its own run's time is the measure: code that hangs on the fixed inputs alone costs the class little.
+        budget = max(SECOND_RUN_FACTOR * seen.run.wall_s, SECOND_RUN_FLOOR_S)
         run = run_seeded(fixed.plan, seen.inputs.plan, lambda: seen.run,
-                         functools.partial(self.sandbox.run, folder, exercise.module_name))
+                         functools.partial(self.sandbox.run, folder, exercise.module_name, timeout_s=budget))
         plan = fixed.plan
         failures = {check.id: check_failure(check, plan.slices[check.id], run, expected, source, limits, plan.calls,
                                             reveal=False) for check in plan.checks}
@@ -341,7 +343,7 @@ class Judge:
         return missing_names(source, stub.read_bytes())
 
     def _cause(self, exercise: Exercise, plan: CheckPlan, run: RunResult, limits: object | None,
-               source: bytes | None, missing: list[str]) -> str:
+               source: bytes | None, missing: list[str], say_where: bool = True) -> str:
         """The one cause that kept checks from running, in both languages
         (empty when every check ran and no name was missing)."""
         if run.status == "ok" and len(run.calls) >= len(plan.calls):
@@ -352,11 +354,16 @@ class Judge:
                             f"{exercise.module} 的顶层没有定义 {names}（检查名字的拼写）；需要它的检查无法运行")
             return ""
         problem = source_problem(source, exercise.module) if source is not None else None
-        where = run_where(run, plan, exercise)
+        where = run_where(run, plan, exercise) if say_where else Phrase(en="", zh="")
         cause = run_cause(run.status, run.reason, limits=limits, where=where, problem=problem,
                           module=exercise.module)
         return both(cause.en, cause.zh)
 
+
+# The second run, on the fixed inputs, for hints only (Judge._home): at most
+# this many times the first run's wall clock, or the floor, within the course's limit.
+SECOND_RUN_FACTOR = 3
+SECOND_RUN_FLOOR_S = 5.0
 
 # Failures that point at no mistake: a hint would be noise.
 NO_MISTAKE_TO_EXPLAIN = {"not_implemented", "not_run", "missing_name", "memory", "protocol", "tampered", COULD_NOT_TELL}

@@ -115,12 +115,9 @@ def reconfirmed(course: Course, pitfalls: list[str], seen: Seen, check: Check, f
                 there: list[str], variants: dict[str, RunResult], catalogued: set[str]) -> tuple[list[str], list[str]]:
     """The variants confirmed on the fixed inputs (``there``) that are
     confirmed on ``seen``'s, the submission's own, too (``variants``: their
-    runs there). Those that are not stay as guesses if they fail the check
-    alike there, or could not run there (the budget of seeded runs is spent)."""
-    confirmed, _ = explain(course, pitfalls, seen, check, failure, variants, catalogued)
+    runs there). Otherwise the guesses :func:`explain` finds among them, or
+    those that could not run there (the budget of seeded runs is spent)."""
+    confirmed, possible = explain(course, pitfalls, seen, check, failure, variants, catalogued)
     if confirmed:
         return confirmed, []
-    alike = [p for p in there if p not in variants
-             or ((theirs := seen.inputs.variant_failure(check, p, variants[p], seen.expected)) is not None
-                 and same_signature(theirs.kind, failure.kind))]
-    return [], alike[:MAX_POSSIBLE]
+    return [], [*possible, *(p for p in there if p not in variants and p not in possible)][:MAX_POSSIBLE]

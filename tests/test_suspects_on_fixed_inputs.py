@@ -98,7 +98,43 @@ def test_a_correct_submission_makes_no_second_run(judge, course, tmp_path):
     assert judge.input_sets.runs["variants"] == before["variants"]
 
 
-def test_tampering_in_the_second_run_voids_the_grade(judge, course, tmp_path):
+def test_tampering_in_the_second_run_voids_the_grade_and_says_not_where(judge, course, tmp_path):
+    """Not at which call: it would tell the student of the fixed inputs
+    (a red-team pass forged at call int(|x[0]| * 10) % 20 + 2 and read it off the page)."""
     result = _grade(judge, course, _two_faced(course, on_fixed=FORGE), tmp_path / "forger")
     assert result.status == "tampered" and result.points == 0
     assert all(v.kind == "tampered" and not v.pitfalls for v in result.verdicts)
+    assert "did not come from the grader's own probes" in result.reason
+    assert "during call" not in result.reason and "次调用" not in result.reason, result.reason
+
+
+class RecordingSandbox:
+    """The course sandbox, keeping each run's wall-clock limit and result."""
+
+    def __init__(self, box) -> None:
+        self.box, self.runs = box, []
+
+    def __getattr__(self, name: str):
+        return getattr(self.box, name)
+
+    def run(self, folder, module_name, calls, batches=None, timeout_s=None):
+        result = self.box.run(folder, module_name, calls, batches, timeout_s=timeout_s)
+        self.runs.append((timeout_s, result))
+        return result
+
+
+def test_code_that_hangs_on_the_fixed_inputs_alone_costs_a_bounded_second_run(course, course_sandbox, tmp_path):
+    """The second run's wall clock is a few times the first run's, not the
+    course's limit; when it ends so, the variants run on the submission's
+    own inputs instead, as for a run that broke, and still name the mistake."""
+    from conftest import TEST_GRADING_SECRET
+    from grader.judge import SECOND_RUN_FLOOR_S, Judge
+
+    box = RecordingSandbox(course_sandbox)
+    judge = Judge(course, box, inputs=HiddenInputs(TEST_GRADING_SECRET.encode()))
+    hangs = _two_faced(course, on_fixed="import time; time.sleep(3600)").replace(b"return out * 1.5", b"return out")
+    result = _grade(judge, course, hangs, tmp_path / "hangs")
+    (limit, second), = [(limit, run) for limit, run in box.runs if limit is not None]
+    assert SECOND_RUN_FLOOR_S <= limit < course_sandbox.limits.timeout_s
+    assert second.status == "timeout"
+    assert PITFALL in {p for v in result.verdicts for p in v.confirmed}   # by the variant on its own inputs
