@@ -9,11 +9,13 @@ import os
 import signal
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 import torch
 
+from grader.course import REPO_ROOT
 from grader.sandbox import Limits, RunResult, Sandbox
 from probecalls import selftest_call, submission_folder
 
@@ -341,3 +343,43 @@ def test_the_judge_runs_a_submission_killed_from_outside_again_once(course, sand
     twice, counting = _grade(course, sandbox, SLOW_SOFTMAX, tmp_path / "again", kills=2)
     assert [r.ended_by for r in counting.runs] == ["outside", "outside"]  # a second kill is kept
     assert twice.status == "crashed" and twice.points == 0
+
+
+class EndedFromOutsideOnce:
+    """A Sandbox whose first run of each folder named in ``targets`` comes
+    back as the machine ending it (as a kill -9 of that child reads), cut
+    after its third call: the judge's own runs met with a fault."""
+
+    def __init__(self, box: Sandbox, targets: tuple[str, ...]) -> None:
+        self.box, self.pending, self.runs = box, set(targets), []
+
+    def __getattr__(self, name: str):
+        return getattr(self.box, name)
+
+    def run(self, folder: Path, module_name: str, calls, batches=None, timeout_s=None) -> RunResult:
+        result = self.box.run(folder, module_name, calls, batches, timeout_s=timeout_s)
+        if Path(folder).name in self.pending:
+            self.pending.discard(Path(folder).name)
+            result = replace(result, status="crashed", calls=result.calls[:3], ended_by="outside",
+                             reason="crashed, ended before finishing: killed by SIGKILL from outside")
+        self.runs.append((Path(folder).name, result.ended_by))
+        return result
+
+
+def test_a_reference_or_variant_run_ended_from_outside_is_made_again(course, sandbox, tmp_path):
+    """A kill -9 of the reference's run stopped the class ("the reference of
+    01_softmax fails its own hidden checks", a CI run of the worker-kill
+    fault test); a variant's would have misled every hint of its input set."""
+    from grader.course.pitfalls import load_variants
+    from grader.judge import Judge
+
+    exercise = course.exercise("01")
+    pitfall_id, variant = next(iter(load_variants(exercise, REPO_ROOT).items()))
+    box = EndedFromOutsideOnce(sandbox, ("reference-01", f"variant-01-{pitfall_id}"))
+    folder = tmp_path / "student"
+    folder.mkdir()
+    (folder / exercise.module).write_text(variant.source)
+    result = Judge(course, box).grade(exercise, folder, tmp_path / "work")
+    assert [ended for name, ended in box.runs if name == "reference-01"] == ["outside", "itself"]
+    assert [ended for name, ended in box.runs if name == f"variant-01-{pitfall_id}"] == ["outside", "itself"]
+    assert result.status == "graded" and pitfall_id in {p for v in result.verdicts for p in v.confirmed}
