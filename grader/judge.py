@@ -183,7 +183,7 @@ class Judge:
             return assemble(exercise, source, workdir / tag, self.course, self.root)
 
         folder = self._once(("folder", f"{exercise.id}\0{name}"), assembled)   # the same for every input set
-        run = functools.partial(self._run_trusted, folder, exercise.module_name)
+        run = functools.partial(self._run_unless_killed, folder, exercise.module_name)
         if inputs.seed is None:
             return run(inputs.plan.calls, check_batches(inputs.plan))
         self.input_sets.count(name)
@@ -192,12 +192,13 @@ class Judge:
             else (lambda: self.variant_results(exercise, workdir, None, [name])[name])
         return run_seeded(inputs.plan, fixed.plan, fixed_run, run)
 
-    def _run_trusted(self, folder: Path, module_name: str, calls: list, batches: list[int]) -> RunResult:
-        """The reference's or a variant's run; made again, once, when the machine ended it (the OOM
-        killer, an operator's kill -9): kept, it would stop the class (a reference failing its own
-        checks) or mislead every hint of the input set."""
-        run = self.sandbox.run(folder, module_name, calls, batches)
-        return self.sandbox.run(folder, module_name, calls, batches) if run.from_outside else run
+    def _run_unless_killed(self, folder: Path, module_name: str, calls: list, batches: list[int],
+                           **limits: float) -> RunResult:
+        """A run the judge makes besides the submission's own (the reference's, a variant's, the
+        second run's); made again, once, when the machine ended it (the OOM killer, an operator's
+        kill -9): kept, it would stop the class (a reference failing its own checks) or change hints."""
+        run = self.sandbox.run(folder, module_name, calls, batches, **limits)
+        return self.sandbox.run(folder, module_name, calls, batches, **limits) if run.from_outside else run
 
     def variant_results(self, exercise: Exercise, workdir: Path, seed: int | None = None,
                         names: list[str] | None = None) -> dict[str, RunResult]:
@@ -335,7 +336,7 @@ class Judge:
         # Its own run's time is the measure: code that hangs on the fixed inputs alone costs the class little.
         budget = max(SECOND_RUN_FACTOR * seen.run.wall_s, SECOND_RUN_FLOOR_S)
         run = run_seeded(fixed.plan, seen.inputs.plan, lambda: seen.run,
-                         functools.partial(self.sandbox.run, folder, exercise.module_name, timeout_s=budget))
+                         functools.partial(self._run_unless_killed, folder, exercise.module_name, timeout_s=budget))
         plan = fixed.plan
         failures = {check.id: check_failure(check, plan.slices[check.id], run, expected, source, limits, plan.calls,
                                             reveal=False) for check in plan.checks}

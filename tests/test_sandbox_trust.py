@@ -358,11 +358,12 @@ class EndedFromOutsideOnce:
 
     def run(self, folder: Path, module_name: str, calls, batches=None, timeout_s=None) -> RunResult:
         result = self.box.run(folder, module_name, calls, batches, timeout_s=timeout_s)
-        if Path(folder).name in self.pending:
-            self.pending.discard(Path(folder).name)
+        name = "second run" if timeout_s is not None else Path(folder).name   # only a second run has its own clock
+        if name in self.pending:
+            self.pending.discard(name)
             result = replace(result, status="crashed", calls=result.calls[:3], ended_by="outside",
                              reason="crashed, ended before finishing: killed by SIGKILL from outside")
-        self.runs.append((Path(folder).name, result.ended_by))
+        self.runs.append((name, result.ended_by))
         return result
 
 
@@ -383,3 +384,22 @@ def test_a_reference_or_variant_run_ended_from_outside_is_made_again(course, san
     assert [ended for name, ended in box.runs if name == "reference-01"] == ["outside", "itself"]
     assert [ended for name, ended in box.runs if name == f"variant-01-{pitfall_id}"] == ["outside", "itself"]
     assert result.status == "graded" and pitfall_id in {p for v in result.verdicts for p in v.confirmed}
+
+
+def test_a_second_run_ended_from_outside_is_made_again(course, sandbox, tmp_path):
+    """The second run, on the fixed inputs (grader/suspects.py), too: a
+    fallback to other hints would change a regraded class's results."""
+    from conftest import TEST_GRADING_SECRET
+    from grader.checks.inputs import HiddenInputs
+    from grader.course.pitfalls import load_variants
+    from grader.intake.submissions import assemble
+    from grader.judge import Judge
+
+    exercise = course.exercise("01")
+    pitfall_id, variant = next(iter(load_variants(exercise, REPO_ROOT).items()))
+    box = EndedFromOutsideOnce(sandbox, ("second run",))
+    judge = Judge(course, box, inputs=HiddenInputs(TEST_GRADING_SECRET.encode()))
+    folder = assemble(exercise, variant.source.encode() + b"# mine\n", tmp_path / "student", course)
+    result = judge.grade(exercise, folder, tmp_path / "work")
+    assert [ended for name, ended in box.runs if name == "second run"] == ["outside", "itself"]
+    assert pitfall_id in {p for v in result.verdicts for p in v.confirmed}
