@@ -194,9 +194,11 @@ class Judge:
 
     def _run_unless_killed(self, folder: Path, module_name: str, calls: list, batches: list[int],
                            **limits: float) -> RunResult:
-        """A run the judge makes besides the submission's own (the reference's, a variant's, the
-        second run's); made again, once, when the machine ended it (the OOM killer, an operator's
-        kill -9): kept, it would stop the class (a reference failing its own checks) or change hints."""
+        """Every run the judge makes (the submission's, its second run, the reference's, a
+        variant's), made again when the OOM killer, an operator's kill -9 or the sandbox's own
+        server ended it, never the code (RunResult.ended_by): results are keyed by content, so
+        every regrade would keep that accident, a reference's would stop the class. Once: a run
+        ended again keeps that result."""
         run = self.sandbox.run(folder, module_name, calls, batches, **limits)
         return self.sandbox.run(folder, module_name, calls, batches, **limits) if run.from_outside else run
 
@@ -233,16 +235,10 @@ class Judge:
                             lambda seed: self.expected(exercise, workdir, seed), GraderError)
         inputs = self.input_set(exercise, seed)
         plan = inputs.plan
-        if variant is not None:
+        if variant is not None:   # made again if killed, as every variant's run is (_run_on)
             run = self.variant_results(exercise, workdir, inputs.seed, [variant])[variant]
         else:
-            run = self.sandbox.run(folder, exercise.module_name, plan.calls, check_batches(plan))
-        if run.from_outside:
-            # Ended by the OOM killer, an operator's kill -9 or the sandbox's own
-            # server, never by the submission (RunResult.ended_by): results are
-            # keyed by content, so that accident would be kept by every rerun.
-            # Once: a submission ended again keeps that result.
-            run = self.sandbox.run(folder, exercise.module_name, plan.calls, check_batches(plan))
+            run = self._run_unless_killed(folder, exercise.module_name, plan.calls, check_batches(plan))
         expected = self.expected(exercise, workdir, inputs.seed)   # run already, by passing_seed
         limits = getattr(self.sandbox, "limits", None)
         verdicts: list[Verdict] = []
@@ -257,9 +253,13 @@ class Judge:
         # A raised exception told where, on what, and its message, from a replay on ungraded inputs.
         failures = own_errors.explain(self.sandbox, folder, exercise.module_name, plan, run, failures,
                                       per_submission=inputs.seed is not None)
+        if missing:   # an AttributeError of a name the stub defines and the submission does not
+            failures = {check_id: Failure("missing_name", NOT_RUN, failure.detail)
+                        if failure is not None and failure.kind == "raised AttributeError" else failure
+                        for check_id, failure in failures.items()}
         passed = {check_id for check_id, failure in failures.items() if failure is None}
         seen = Seen(inputs, run, expected, failures, passed)
-        home, where = self._home(exercise, folder, workdir, seen, source, limits, missing), True
+        home, where = self._home(exercise, folder, workdir, seen, source, limits), True
         if home is not None and home.run.status == "tampered":   # its second run voids the first
             run = replace(home.run, calls=[])
             detail = " ".join(run.reason.split())[:DETAIL_LIMIT]
@@ -280,8 +280,6 @@ class Judge:
             if failure is None:
                 verdicts.append(Verdict(check.id, True, points[check.id], points[check.id], check.message))
                 continue
-            if failure.kind == "raised AttributeError" and missing:
-                failure = Failure("missing_name", NOT_RUN, failure.detail)
             if failure.kind in NO_MISTAKE_TO_EXPLAIN:  # a stub, a missing name, a broken run
                 verdicts.append(Verdict(check.id, False, 0.0, points[check.id], check.message, failure.reason,
                                         kind=failure.kind, instructor_detail=failure.detail or detail))
@@ -322,14 +320,13 @@ class Judge:
         return explain(self.course, pitfalls, seen, check, failure, variants, catalogued)
 
     def _home(self, exercise: Exercise, folder: Path, workdir: Path, seen: Seen, source: bytes | None,
-              limits: object | None, missing: list[str]) -> Seen | None:
+              limits: object | None) -> Seen | None:
         """The submission's run on the fixed inputs, for :meth:`_suspects`: only on its own
         inputs, and only when a check fails with a mistake to explain. The calls that differ
         from its own inputs' run; the rest (a copy task's training) are taken from ``seen``.
         Not for a run that broke (a timeout, a crash): a second would cost the class its limit again."""
         if seen.inputs.seed is None or seen.run.status != "ok" or not any(
-                failure is not None and failure.kind not in NO_MISTAKE_TO_EXPLAIN
-                and not (failure.kind == "raised AttributeError" and missing) for failure in seen.failures.values()):
+                failure is not None and failure.kind not in NO_MISTAKE_TO_EXPLAIN for failure in seen.failures.values()):
             return None
         fixed, expected = self.input_set(exercise), self.expected(exercise, workdir)
         self.input_sets.count("submission")

@@ -34,8 +34,8 @@ MAX_POSSIBLE = 2
 @dataclass
 class Seen:
     """One run of the submission on one input set and what it shows:
-    each check's failure (None: passed), the checks that count as passed,
-    and each variant's evidence against this run, found once."""
+    each check's failure (None: passed), the checks it passes (whatever
+    they require), and each variant's evidence against this run, found once."""
 
     inputs: InputSet
     run: RunResult
