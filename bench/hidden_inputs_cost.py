@@ -100,7 +100,8 @@ def main() -> None:
             moved = sorted(f"{s}/{e}" for (s, e), p in seeded_points.items() if p != fixed_points.get((s, e)))
             print(f"pair {k + 1}: fixed inputs {fixed:.2f} s, per-submission inputs {seeded:.2f} s, "
                   f"ratio {seeded / fixed:.2f}; seeded reference runs {runs['reference']}, "
-                  f"seeded variant runs {runs['variants']}, second runs on fixed inputs {runs['submission']}; "
+                  f"seeded variant runs {runs['variants']}, second runs on fixed inputs {runs['submission']}, "
+                  f"runs measuring an undecided figure again {runs['measured again']}; "
                   f"results scored otherwise: {len(moved)} {moved[:6]}")
     print(f"median ratio (per-submission / fixed): {statistics.median(ratios):.2f}")
 

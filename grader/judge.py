@@ -18,6 +18,8 @@ two. The comparison happens on the fixed inputs, where each variant runs
 once per class, from a second run of the submission there; a variant
 confirmed there runs on the submission's own inputs and must be confirmed
 again (grader/suspects.py). Points rest on the submission's own inputs alone.
+A figure measured from outside (CPU time, memory) that could not tell is
+measured once more beside the reference's (grader/remeasure.py).
 
 Feedback is fixed words (grader/feedback.py): no error message, exception
 class name of the submission's own, printed output or warning reaches a
@@ -31,12 +33,12 @@ from __future__ import annotations
 import copy
 import functools
 import threading
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import replace
 from pathlib import Path
 
 from grader.checks import COULD_NOT_TELL, Check, CheckPlan, checks_for, counting, figures_for
 from grader.checks.inputs import HiddenInputs
-from grader.course import REPO_ROOT, Course, Exercise, Text
+from grader.course import REPO_ROOT, Course, Exercise
 from grader.failures import DETAIL_LIMIT, NOT_RUN, Failure, check_failure, run_where
 from grader.figures import run_figures
 from grader.feedback import Phrase, both, missing_names, run_cause, source_problem
@@ -45,61 +47,14 @@ from grader import own_errors
 from grader.matching import explain_by_confirmed
 from grader.sandbox import RunResult, Sandbox
 from grader.intake.submissions import assemble
+from grader.remeasure import Remeasured, judged_again, measure_again, undecided
 from grader.references import InputSet, InputSets, check_batches, passing_seed, run_all, run_seeded
 from grader.suspects import Seen, explain, reconfirmed
+from grader.verdicts import ExerciseResult, Verdict  # noqa: F401 - imported from here by the grader's callers
 
 
 class GraderError(Exception):
     """The grader cannot do its job (e.g. the reference fails its own checks)."""
-
-
-@dataclass
-class Verdict:
-    """One check's outcome. Everything but ``instructor_detail`` is fixed
-    text or ids the grader chose, and may be shown to the student."""
-
-    check_id: str
-    passed: bool
-    points: float
-    max_points: float
-    message: Text          # what was checked (no hidden value)
-    reason: str = ""       # why it failed (fixed words: no hidden value, no student text)
-    pitfalls: list[str] = field(default_factory=list)   # hints to show: confirmed first, then possible
-    confirmed: list[str] = field(default_factory=list)  # variants that fail exactly like this
-    possible: list[str] = field(default_factory=list)   # variants with this failure's signature (at most 2)
-    kind: str = ""         # the failure's signature kind ("wrong values", "raised ValueError", "not_run", ...)
-    # The raw error, bounded: for the instructor's eyes only (never exported
-    # to results.json, the student's page, Gradescope or nbgrader).
-    instructor_detail: str = ""
-
-    def to_dict(self) -> dict:
-        # Not dataclasses.asdict: it deep-copies the message model only for it
-        # to be replaced (~0.3 ms of the grader's main thread per submission).
-        data = {f.name: getattr(self, f.name) for f in fields(self)}
-        data.update(message=self.message.model_dump(), pitfalls=list(self.pitfalls),
-                    confirmed=list(self.confirmed), possible=list(self.possible))
-        return data
-
-
-@dataclass
-class ExerciseResult:
-    exercise_id: str
-    # "graded", "not_started", "not_submitted", or the sandbox's status when the run broke
-    status: str
-    reason: str            # the cause that broke the run, once, in fixed words and both languages
-    verdicts: list[Verdict]
-    max_points: float
-    # Feedback figures: name -> {"title", "student", "expected"} (2-D lists).
-    figures: dict = field(default_factory=dict)
-    detail: str = ""       # the sandbox's own account of the run: instructor only
-
-    @property
-    def points(self) -> float:
-        return round(sum(v.points for v in self.verdicts), 6)
-
-    @property
-    def pitfalls(self) -> list[str]:
-        return list(dict.fromkeys(p for v in self.verdicts if not v.passed for p in v.pitfalls))
 
 
 def _check_points(exercise: Exercise, checks: list[Check]) -> dict[str, float]:
@@ -174,16 +129,19 @@ class Judge:
             raise GraderError(f"the reference of {exercise.folder} fails its own hidden checks: {run.status}, {detail}")
         return run
 
-    def _run_on(self, exercise: Exercise, inputs: InputSet, name: str, workdir: Path) -> RunResult:
-        """The reference (``name`` "reference") or a pitfall variant on ``inputs``."""
+    def _folder(self, exercise: Exercise, name: str, workdir: Path) -> Path:
+        """The reference's (``name`` "reference") or a pitfall variant's folder, assembled once."""
         def assembled() -> Path:
             source = ((self.root / "solutions" / exercise.folder / exercise.module).read_bytes() if name == "reference"
                       else self._variants(exercise)[name].source.encode())
             tag = f"reference-{exercise.id}" if name == "reference" else f"variant-{exercise.id}-{name}"
             return assemble(exercise, source, workdir / tag, self.course, self.root)
 
-        folder = self._once(("folder", f"{exercise.id}\0{name}"), assembled)   # the same for every input set
-        run = functools.partial(self._run_unless_killed, folder, exercise.module_name)
+        return self._once(("folder", f"{exercise.id}\0{name}"), assembled)   # the same for every input set
+
+    def _run_on(self, exercise: Exercise, inputs: InputSet, name: str, workdir: Path) -> RunResult:
+        """The reference (``name`` "reference") or a pitfall variant on ``inputs``."""
+        run = functools.partial(self._run_unless_killed, self._folder(exercise, name, workdir), exercise.module_name)
         if inputs.seed is None:
             return run(inputs.plan.calls, check_batches(inputs.plan))
         self.input_sets.count(name)
@@ -201,6 +159,21 @@ class Judge:
         ended again keeps that result."""
         run = self.sandbox.run(folder, module_name, calls, batches, **limits)
         return self.sandbox.run(folder, module_name, calls, batches, **limits) if run.from_outside else run
+
+    def _measure_again(self, exercise: Exercise, folder: Path, workdir: Path, inputs: InputSet, check_ids: list[str],
+                       run: RunResult, expected: RunResult) -> Remeasured:
+        """The calls of the measured checks ``check_ids`` made again, the submission's then the
+        reference's (grader/remeasure.py), the submission's within the second run's clock."""
+        budget = max(SECOND_RUN_FACTOR * run.wall_s, SECOND_RUN_FLOOR_S)
+
+        def runner(folder: Path, **limits: float):
+            def measured(calls: list, batches: list[int]) -> RunResult:
+                self.input_sets.count("measured again")
+                return self._run_unless_killed(folder, exercise.module_name, calls, batches, **limits)
+            return measured
+
+        return measure_again(inputs.plan, check_ids, run, expected, runner(folder, timeout_s=budget),
+                             runner(self._folder(exercise, "reference", workdir)))
 
     def variant_results(self, exercise: Exercise, workdir: Path, seed: int | None = None,
                         names: list[str] | None = None) -> dict[str, RunResult]:
@@ -247,9 +220,19 @@ class Judge:
         missing = self._missing_names(exercise, source) if any(
             not call.ok and call.error_type == "AttributeError" for call in run.calls) else []
         # The student's shapes and exception names only where inputs change with every submission.
-        failures = {check.id: check_failure(check, plan.slices[check.id], run, expected, source, limits, plan.calls,
-                                            reveal=inputs.seed is not None and not (check.fixed_inputs or check.anchored))
-                    for check in plan.checks}
+        def judged(check: Check, run: RunResult, expected: RunResult) -> Failure | None:
+            return check_failure(check, plan.slices[check.id], run, expected, source, limits, plan.calls,
+                                 reveal=inputs.seed is not None and not (check.fixed_inputs or check.anchored))
+
+        failures = {check.id: judged(check, run, expected) for check in plan.checks}
+        voiding = None   # a later run of the submission that tampered voids its grade
+        if ids := undecided(failures):   # a figure too near its threshold: measured again, beside the reference's
+            again = self._measure_again(exercise, folder, workdir, inputs, ids, run, expected)
+            if again.whole:
+                run, expected = again.run, again.expected
+                failures.update({check.id: judged_again(failures[check.id], judged(check, run, expected))
+                                 for check in plan.checks if check.id in ids})
+            voiding = again.again if again.again.status == "tampered" else None
         # A raised exception told where, on what, and its message, from a replay on ungraded inputs.
         failures = own_errors.explain(self.sandbox, folder, exercise.module_name, plan, run, failures,
                                       per_submission=inputs.seed is not None)
@@ -259,9 +242,11 @@ class Judge:
                         for check_id, failure in failures.items()}
         passed = {check_id for check_id, failure in failures.items() if failure is None}
         seen = Seen(inputs, run, expected, failures, passed)
-        home, where = self._home(exercise, folder, workdir, seen, source, limits), True
-        if home is not None and home.run.status == "tampered":   # its second run voids the first
-            run = replace(home.run, calls=[])
+        home, where = None if voiding else self._home(exercise, folder, workdir, seen, source, limits), True
+        if home is not None and home.run.status == "tampered":
+            voiding = home.run
+        if voiding is not None:   # its second run, or a measurement made again, voids the first
+            run = replace(voiding, calls=[])
             detail = " ".join(run.reason.split())[:DETAIL_LIMIT]
             failures = {check.id: check_failure(check, plan.slices[check.id], run, expected, source, limits)
                         for check in plan.checks}

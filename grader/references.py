@@ -106,12 +106,13 @@ class InputSets:
         self._seeded: OrderedDict[tuple[str, int], InputSet] = OrderedDict()
         self._lock = threading.Lock()
         # Runs made beyond the submissions' own: the cost bench/ reports. The reference's and
-        # the variants' on seeded inputs, and submissions' second runs on the fixed ones (grader/suspects.py).
-        self.runs = {"reference": 0, "variants": 0, "submission": 0}
+        # the variants' on seeded inputs, submissions' second runs on the fixed ones (grader/suspects.py),
+        # and the measured checks made again, the submission's and the reference's (grader/remeasure.py).
+        self.runs = {"reference": 0, "variants": 0, "submission": 0, "measured again": 0}
 
     def count(self, name: str) -> None:
         with self._lock:
-            self.runs[name if name in ("reference", "submission") else "variants"] += 1
+            self.runs[name if name in self.runs else "variants"] += 1
 
     def get(self, exercise_id: str, seed: int | None, build: Callable[[], CheckPlan]) -> InputSet:
         with self._lock:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from grader.checks import Check
+from grader.checks import COULD_NOT_TELL, Check
 from grader.course import Course
 from grader.failures import Failure, same_signature
 from grader.matching import Evidence, evidence, guess_fits, one_per_mistake, same_outputs, unexplained
@@ -43,6 +43,14 @@ class Seen:
     failures: dict[str, Failure | None]
     passed: set[str]
     found: dict[str, tuple[Evidence, RunResult]] = field(default_factory=dict)
+
+    @property
+    def decided(self) -> list[Check]:
+        """The checks this run says something about: all but a measured figure
+        that could not tell (a busy machine's, neither a pass nor a mistake,
+        that no variant is measured to share)."""
+        return [check for check in self.inputs.plan.checks
+                if (failure := self.failures.get(check.id)) is None or failure.kind != COULD_NOT_TELL]
 
 
 def error_matches(course: Course, pitfall_id: str, error_text: str) -> bool:
@@ -69,7 +77,7 @@ def explain(course: Course, pitfalls: list[str], seen: Seen, check: Check, failu
 
     for pitfall_id, variant in variants.items():
         if pitfall_id not in found:
-            found[pitfall_id] = (evidence(plan.checks, plan.slices, run, variant, expected, passed,
+            found[pitfall_id] = (evidence(seen.decided, plan.slices, run, variant, expected, passed,
                                           lambda other, p=pitfall_id, v=variant: inputs.variant_failure(
                                               other, p, v, expected) is not None), variant)
     evidences = {p: e for p, (e, _) in found.items()}
@@ -82,7 +90,7 @@ def explain(course: Course, pitfalls: list[str], seen: Seen, check: Check, failu
     candidates = [*ambiguous, *check.pitfalls]
     if failure.detail:  # it raised: pitfalls whose known error messages match say something too
         candidates += [p for p in pitfalls if error_matches(course, p, failure.detail)]
-    loose = unexplained(plan.checks, passed, evidences, fails)
+    loose = unexplained(seen.decided, passed, evidences, fails)
     possible: list[str] = []
     for pitfall_id in dict.fromkeys(candidates):
         if len(possible) >= MAX_POSSIBLE:
@@ -94,7 +102,7 @@ def explain(course: Course, pitfalls: list[str], seen: Seen, check: Check, failu
             continue
         theirs = inputs.variant_failure(check, pitfall_id, variant, expected)
         if theirs is not None and same_signature(theirs.kind, failure.kind) \
-                and guess_fits(pitfall_id, plan.checks, loose, fails) and consistent(seen, pitfall_id, variant):
+                and guess_fits(pitfall_id, seen.decided, loose, fails) and consistent(seen, pitfall_id, variant):
             possible.append(pitfall_id)
     return [], possible
 

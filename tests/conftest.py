@@ -122,7 +122,8 @@ SHARED_RESULT_FILES = {
               "tests/test_checks_self_attention.py", "tests/test_judge_confirmed.py", "tests/test_own_errors.py",
               "tests/test_public_subset_hidden.py", "tests/test_checks_observed.py", "tests/test_checks.py",
               "tests/test_hidden_inputs.py", "tests/test_kv_cache_work.py", "tests/test_sandbox_tamper.py",
-              "tests/test_cached_steps_work.py", "tests/test_suspects_on_fixed_inputs.py"],
+              "tests/test_cached_steps_work.py", "tests/test_suspects_on_fixed_inputs.py",
+              "tests/test_measured_again.py"],
     "sample-class": ["tests/test_grading.py", "tests/test_dask_executor.py"],
     # Not a shared result: the sandbox's own timing-sensitive tests (timeouts,
     # kills near a deadline) run one after another, never beside each other.

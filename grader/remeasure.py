@@ -1,0 +1,83 @@
+"""A measured check that could not tell, measured once more.
+
+A check on work or memory measured from outside (grader/checks/work.py,
+grader/checks/memory.py) compares the submission's figure with the
+reference's, each from its own run. Those runs can be minutes apart, under
+different loads: on a busy machine the reference's own code once read as
+too near its threshold to decide on. So a figure that could not tell is
+measured again: that check's calls alone, the submission's and then the
+reference's, back to back in fresh children, so that both figures come
+from one moment of the machine. The outputs of those calls are compared
+again as well, so the check's verdict is whole; the other checks keep the
+first run's.
+
+A second measurement grants nothing that the first did not measure: the
+same calls on the same inputs, compared with the reference's, timed from
+outside. A run that breaks or comes back short keeps the first verdict
+(could not tell: the instructor reviews it); one that tampers voids the
+grade, as the first run's would.
+
+In:  the plan, the first runs (submission's and reference's), the checks that could not tell.
+Out: the runs with those checks' calls replaced, and the submission's new run.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from grader.checks import COULD_NOT_TELL, CheckPlan
+from grader.failures import Failure
+from grader.references import check_batches
+from grader.sandbox import RunResult
+
+Runner = Callable[[list, list[int]], RunResult]
+
+
+def undecided(failures: dict[str, Failure | None]) -> list[str]:
+    """The checks whose figure could not tell, in plan order."""
+    return [check_id for check_id, failure in failures.items()
+            if failure is not None and failure.kind == COULD_NOT_TELL]
+
+
+@dataclass
+class Remeasured:
+    """The submission's and the reference's runs with the measured calls
+    made again (``whole``: every one of them came back), and the
+    submission's run of those calls alone (its status: tampered or not)."""
+
+    run: RunResult
+    expected: RunResult
+    again: RunResult
+    whole: bool
+
+
+def measure_again(plan: CheckPlan, check_ids: list[str], run: RunResult, expected: RunResult,
+                  submission: Runner, reference: Runner) -> Remeasured:
+    """The calls of ``check_ids`` made again by ``submission`` and then by
+    ``reference`` (each ``(calls, batches) -> RunResult``), spliced into
+    copies of ``run`` and ``expected`` where both came back whole."""
+    ordered = sorted(i for check_id in check_ids for i in range(plan.slices[check_id].start,
+                                                                  plan.slices[check_id].stop))
+    calls, batches = [plan.calls[i] for i in ordered], check_batches(plan, ordered)
+    again = submission(calls, batches)
+    if again.status != "ok" or len(again.calls) != len(ordered) or len(run.calls) <= ordered[-1]:
+        return Remeasured(run, expected, again, whole=False)
+    theirs = reference(calls, batches)
+    if theirs.status != "ok" or len(theirs.calls) != len(ordered):
+        return Remeasured(run, expected, again, whole=False)
+    return Remeasured(_spliced(run, ordered, again), _spliced(expected, ordered, theirs), again, whole=True)
+
+
+def judged_again(first: Failure, again: Failure | None) -> Failure | None:
+    """The check's verdict on the figures measured again; still undecided,
+    its detail keeps both pairs of figures, for the instructor's review."""
+    if again is None or again.kind != COULD_NOT_TELL:
+        return again
+    return replace(again, detail=f"measured twice: {first.detail} | again: {again.detail}")
+
+
+def _spliced(run: RunResult, ordered: list[int], part: RunResult) -> RunResult:
+    calls = list(run.calls)
+    for index, result in zip(ordered, part.calls):
+        calls[index] = result
+    return replace(run, calls=calls)

@@ -1,0 +1,162 @@
+"""A measured figure that could not tell (grader/remeasure.py, grader/suspects.py).
+
+A fresh-clone CI run, on a busy machine, read the reference of exercise 18
+as too near its CPU-time threshold to decide on (it scored 8.9/20), and a
+pitfall variant whose own run did so lost its confirmed hint: an undecided
+figure counted as a failure no variant explains. Here the verdict of the
+work rule is forced (grader.checks.work.verdict) to say "could not tell"
+where a busy machine would.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+import grader.checks.memory as memory
+import grader.checks.work as work
+from accuracy.test_accuracy import ENTRIES, _as_list
+from grader.checks import checks_for
+from grader.course import REPO_ROOT, load_course
+from grader.course.pitfalls import load_variants
+from grader.intake.submissions import assemble
+from grader.sandbox import RunResult, Sandbox
+
+COST_CHECK = "18-cache-cost"
+
+
+def _undecided_at_first(monkeypatch, times: int = 1) -> list[str]:
+    """The work rule's first ``times`` verdicts say could not tell (then the
+    real figures decide); returns what each call answered."""
+    real, answers = work.verdict, []
+
+    def verdict(spent, cheap, full):
+        answer = "could not tell" if len(answers) < times else real(spent, cheap, full)
+        answers.append(answer)
+        return answer
+
+    monkeypatch.setattr(work, "verdict", verdict)
+    return answers
+
+
+def _source(course, name: str) -> bytes:
+    exercise = course.exercise("18")
+    if name == "reference":
+        return (REPO_ROOT / "solutions" / exercise.folder / exercise.module).read_bytes()
+    return load_variants(exercise, REPO_ROOT)[name].source.encode() + b"\n# handed in\n"
+
+
+def _grade(judge, course, name: str, tmp_path: Path):
+    exercise = course.exercise("18")
+    folder = assemble(exercise, _source(course, name), tmp_path / name, course)
+    return judge.grade(exercise, folder, tmp_path / "work")
+
+
+def _verdict(result, check_id: str):
+    return next(v for v in result.verdicts if v.check_id == check_id)
+
+
+@pytest.fixture(scope="module")
+def fixed_judge(judge):
+    return judge.on_fixed_inputs()
+
+
+def test_a_figure_that_could_not_tell_is_measured_again_beside_the_reference(fixed_judge, course, tmp_path,
+                                                                             monkeypatch):
+    answers = _undecided_at_first(monkeypatch)
+    before = dict(fixed_judge.input_sets.runs)
+    result = _grade(fixed_judge, course, "reference", tmp_path)
+    assert answers[0] == "could not tell" and answers[1:] == ["pass"]
+    assert fixed_judge.input_sets.runs["measured again"] - before["measured again"] == 2   # its calls and the reference's
+    assert _verdict(result, COST_CHECK).passed
+    assert result.points == pytest.approx(result.max_points)
+
+
+def test_a_figure_undecided_twice_stays_undecided_for_review(fixed_judge, course, tmp_path, monkeypatch):
+    """Measured again, it still says nothing: no point, no mistake, the
+    instructor's review (the requirements on it wait, as before)."""
+    answers = _undecided_at_first(monkeypatch, times=2)
+    result = _grade(fixed_judge, course, "reference", tmp_path)
+    assert answers == ["could not tell", "could not tell"]
+    cost = _verdict(result, COST_CHECK)
+    assert not cost.passed and cost.kind == "could not tell" and not cost.pitfalls
+    assert cost.instructor_detail.startswith("measured twice") and cost.instructor_detail.count("recomputing") == 2
+    assert _verdict(result, "18-steps").kind == "requires"
+
+
+def _measured_checks(exercise_id: str) -> set[str]:
+    return {check.id for check in checks_for(load_course().exercise(exercise_id)) if check.measured}
+
+
+# The corpus's mistakes (tests/accuracy/) in exercises with a measured check,
+# whose label names a hint and a failing check that is not measured.
+HINTED = [entry for entry in ENTRIES if entry.label["expect"] == "loses" and entry.label.get("hint")
+          and (measured := _measured_checks(entry.exercise_id))
+          and set(_as_list(entry.label.get("fails")) or ["?"]) - measured]
+
+
+@pytest.fixture()
+def nothing_decided(monkeypatch):
+    """Every figure of work and memory measured from outside could not tell."""
+    monkeypatch.setattr(work, "verdict", lambda *figures: "could not tell")
+    monkeypatch.setattr(memory, "verdict", lambda *figures: "could not tell")
+
+
+@pytest.mark.parametrize("entry", HINTED, ids=lambda entry: entry.name)
+def test_an_undecided_figure_hides_no_hint(judge, course, tmp_path, nothing_decided, entry):
+    """The accuracy corpus's labelled hints, on a machine where no figure
+    decides (the analysis of a submission's own inputs happens in its second
+    run, on the fixed ones)."""
+    exercise = course.exercise(entry.exercise_id)
+    folder = assemble(exercise, entry.path.read_bytes(), tmp_path / "submission", course)
+    result = judge.grade(exercise, folder, tmp_path / "work")
+    measured = _measured_checks(entry.exercise_id)
+    assert not [v for v in result.verdicts if v.check_id in measured and v.passed]   # no figure decided
+    assert set(result.pitfalls) & set(_as_list(entry.label["hint"])), \
+        [(v.check_id, v.kind, v.pitfalls) for v in result.verdicts if not v.passed]
+
+
+def test_an_undecided_figure_hides_no_variant_of_grader_check(fixed_judge, course, tmp_path, nothing_decided):
+    """`grader check`'s side (a CI run's other failure): a pitfall seen only
+    in a check without numbers needs every other check to vouch for it."""
+    result = _grade(fixed_judge, course, "receptive-field-no-minus-one", tmp_path)
+    assert _verdict(result, COST_CHECK).kind == "could not tell"
+    assert "receptive-field-no-minus-one" in {p for v in result.verdicts for p in v.confirmed}
+
+
+class BreaksWhenMeasuredAgain:
+    """A Sandbox whose runs of the submission's measured calls alone (the
+    only runs with a clock of their own here) come back as ``status``."""
+
+    def __init__(self, box: Sandbox, status: str) -> None:
+        self.box, self.status, self.broken = box, status, 0
+
+    def __getattr__(self, name: str):
+        return getattr(self.box, name)
+
+    def run(self, folder: Path, module_name: str, calls, batches=None, timeout_s=None) -> RunResult:
+        result = self.box.run(folder, module_name, calls, batches, timeout_s=timeout_s)
+        if timeout_s is None:
+            return result
+        self.broken += 1
+        return replace(result, status=self.status, calls=result.calls[:1], reason=f"{self.status} (forced)")
+
+
+@pytest.mark.parametrize("status", ["tampered", "crashed"])
+def test_a_measurement_made_again_that_breaks(fixed_judge, course, tmp_path, monkeypatch, status):
+    """Tampering there voids the grade, as in any run of the submission;
+    a crash there keeps the first verdict (could not tell), never a pass."""
+    _undecided_at_first(monkeypatch)
+    box = BreaksWhenMeasuredAgain(fixed_judge.sandbox, status)
+    judge = copy.copy(fixed_judge)   # the class's runs, kept
+    judge.sandbox = box
+    result = _grade(judge, course, "reference", tmp_path)
+    assert box.broken == 1
+    if status == "tampered":
+        assert result.status == "tampered" and result.points == 0
+        assert "during call" not in result.reason
+    else:
+        assert result.status == "graded" and _verdict(result, COST_CHECK).kind == "could not tell"
+        assert result.points < result.max_points
