@@ -162,8 +162,9 @@ class Judge:
 
     def _measure_again(self, exercise: Exercise, folder: Path, workdir: Path, inputs: InputSet, check_ids: list[str],
                        run: RunResult, expected: RunResult) -> Remeasured:
-        """The calls of the measured checks ``check_ids`` made again, the submission's then the
-        reference's (grader/remeasure.py), the submission's within the second run's clock."""
+        """The measured checks' calls made again for ``check_ids``, which could not tell: the
+        submission's then the reference's (grader/remeasure.py), the submission's within the
+        second run's clock."""
         budget = max(SECOND_RUN_FACTOR * run.wall_s, SECOND_RUN_FLOOR_S)
 
         def runner(folder: Path, **limits: float):

@@ -5,11 +5,14 @@ grader/checks/memory.py) compares the submission's figure with the
 reference's, each from its own run. Those runs can be minutes apart, under
 different loads: on a busy machine the reference's own code once read as
 too near its threshold to decide on. So a figure that could not tell is
-measured again: that check's calls alone, the submission's and then the
-reference's, back to back in fresh children, so that both figures come
-from one moment of the machine. The outputs of those calls are compared
-again as well, so the check's verdict is whole; the other checks keep the
-first run's.
+measured again: the calls of the measured checks, the submission's and
+then the reference's, back to back in fresh children, so that both figures
+come from one moment of the machine. All of them, in plan order, because a
+measured call can go on from another's state (14's chunks go on from the
+cache its single steps left). The check that could not tell is judged
+again on that pair, its outputs as well as its figure; the other checks
+keep the first run's verdicts. The reference's outputs there must be its
+first run's, or the replay was not faithful and counts for nothing.
 
 A second measurement grants nothing that the first did not measure: the
 same calls on the same inputs, compared with the reference's, timed from
@@ -18,7 +21,7 @@ outside. A run that breaks or comes back short keeps the first verdict
 grade, as the first run's would.
 
 In:  the plan, the first runs (submission's and reference's), the checks that could not tell.
-Out: the runs with those checks' calls replaced, and the submission's new run.
+Out: the runs with the measured calls replaced, and the submission's new run.
 """
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from grader.checks import COULD_NOT_TELL, CheckPlan
-from grader.failures import Failure
+from grader.failures import Failure, first_failure
 from grader.references import check_batches
 from grader.sandbox import RunResult
 
@@ -42,8 +45,9 @@ def undecided(failures: dict[str, Failure | None]) -> list[str]:
 @dataclass
 class Remeasured:
     """The submission's and the reference's runs with the measured calls
-    made again (``whole``: every one of them came back), and the
-    submission's run of those calls alone (its status: tampered or not)."""
+    made again (``whole``: every one of them came back, and the reference's
+    outputs are its first run's), and the submission's run of those calls
+    alone (its status: tampered or not)."""
 
     run: RunResult
     expected: RunResult
@@ -53,11 +57,12 @@ class Remeasured:
 
 def measure_again(plan: CheckPlan, check_ids: list[str], run: RunResult, expected: RunResult,
                   submission: Runner, reference: Runner) -> Remeasured:
-    """The calls of ``check_ids`` made again by ``submission`` and then by
-    ``reference`` (each ``(calls, batches) -> RunResult``), spliced into
-    copies of ``run`` and ``expected`` where both came back whole."""
-    ordered = sorted(i for check_id in check_ids for i in range(plan.slices[check_id].start,
-                                                                  plan.slices[check_id].stop))
+    """The calls of every measured check (and of ``check_ids``) made again
+    by ``submission`` and then by ``reference`` (each ``(calls, batches) ->
+    RunResult``), spliced into copies of ``run`` and ``expected`` where
+    both came back whole and the reference's outputs are its first run's."""
+    replayed = [check for check in plan.checks if check.measured or check.id in check_ids]
+    ordered = sorted(i for check in replayed for i in range(plan.slices[check.id].start, plan.slices[check.id].stop))
     calls, batches = [plan.calls[i] for i in ordered], check_batches(plan, ordered)
     again = submission(calls, batches)
     if again.status != "ok" or len(again.calls) != len(ordered) or len(run.calls) <= ordered[-1]:
@@ -65,7 +70,10 @@ def measure_again(plan: CheckPlan, check_ids: list[str], run: RunResult, expecte
     theirs = reference(calls, batches)
     if theirs.status != "ok" or len(theirs.calls) != len(ordered):
         return Remeasured(run, expected, again, whole=False)
-    return Remeasured(_spliced(run, ordered, again), _spliced(expected, ordered, theirs), again, whole=True)
+    remeasured = _spliced(expected, ordered, theirs)
+    if any(first_failure(check, plan.slices[check.id], remeasured, expected) is not None for check in replayed):
+        return Remeasured(run, expected, again, whole=False)   # not a faithful replay of the first run
+    return Remeasured(_spliced(run, ordered, again), remeasured, again, whole=True)
 
 
 def judged_again(first: Failure, again: Failure | None) -> Failure | None:

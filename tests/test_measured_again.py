@@ -22,6 +22,7 @@ from grader.checks import checks_for
 from grader.course import REPO_ROOT, load_course
 from grader.course.pitfalls import load_variants
 from grader.intake.submissions import assemble
+from grader.remeasure import measure_again
 from grader.sandbox import RunResult, Sandbox
 
 COST_CHECK = "18-cache-cost"
@@ -30,10 +31,16 @@ COST_CHECK = "18-cache-cost"
 def _undecided_at_first(monkeypatch, times: int = 1) -> list[str]:
     """The work rule's first ``times`` verdicts say could not tell (then the
     real figures decide); returns what each call answered."""
-    real, answers = work.verdict, []
+    return _undecided_at(monkeypatch, range(times))
+
+
+def _undecided_at(monkeypatch, positions) -> list[str]:
+    """The work rule's verdicts at ``positions`` (in the order the judge
+    asks: one per timed call, its checks in plan order) say could not tell."""
+    real, answers, positions = work.verdict, [], set(positions)
 
     def verdict(spent, cheap, full):
-        answer = "could not tell" if len(answers) < times else real(spent, cheap, full)
+        answer = "could not tell" if len(answers) in positions else real(spent, cheap, full)
         answers.append(answer)
         return answer
 
@@ -41,16 +48,16 @@ def _undecided_at_first(monkeypatch, times: int = 1) -> list[str]:
     return answers
 
 
-def _source(course, name: str) -> bytes:
-    exercise = course.exercise("18")
+def _source(course, name: str, exercise_id: str = "18") -> bytes:
+    exercise = course.exercise(exercise_id)
     if name == "reference":
         return (REPO_ROOT / "solutions" / exercise.folder / exercise.module).read_bytes()
     return load_variants(exercise, REPO_ROOT)[name].source.encode() + b"\n# handed in\n"
 
 
-def _grade(judge, course, name: str, tmp_path: Path):
-    exercise = course.exercise("18")
-    folder = assemble(exercise, _source(course, name), tmp_path / name, course)
+def _grade(judge, course, name: str, tmp_path: Path, exercise_id: str = "18"):
+    exercise = course.exercise(exercise_id)
+    folder = assemble(exercise, _source(course, name, exercise_id), tmp_path / name, course)
     return judge.grade(exercise, folder, tmp_path / "work")
 
 
@@ -72,6 +79,43 @@ def test_a_figure_that_could_not_tell_is_measured_again_beside_the_reference(fix
     assert fixed_judge.input_sets.runs["measured again"] - before["measured again"] == 2   # its calls and the reference's
     assert _verdict(result, COST_CHECK).passed
     assert result.points == pytest.approx(result.max_points)
+
+
+COST_CHECKS_14 = [check.id for check in checks_for(load_course().exercise("14")) if check.measured]
+
+
+@pytest.mark.parametrize("check_id", COST_CHECKS_14)
+def test_every_measured_call_is_made_again_in_order(fixed_judge, course, tmp_path, monkeypatch, check_id):
+    """14's chunks go on from the cache its single steps left: made again
+    alone, the reference's own chunks raised ("the prefill before these
+    steps did not complete"), and its undecided figure read as a mistake."""
+    position = COST_CHECKS_14.index(check_id)
+    answers = _undecided_at(monkeypatch, [position])
+    result = _grade(fixed_judge, course, "reference", tmp_path, "14")
+    assert answers[position] == "could not tell" and len(answers) == len(COST_CHECKS_14) + 1
+    assert _verdict(result, check_id).passed
+    assert result.points == pytest.approx(result.max_points)
+
+
+def test_a_replay_whose_reference_differs_counts_for_nothing(fixed_judge, course, tmp_path):
+    """The reference's outputs made again must be its first run's: a replay
+    that is not faithful leaves the figure undecided (and never judges the
+    submission's values against a reference that broke)."""
+    exercise = course.exercise("18")
+    plan, expected = fixed_judge.plan(exercise), fixed_judge.expected(exercise, tmp_path)
+
+    def replay(calls, batches, broken: bool = False) -> RunResult:
+        index = {id(call): i for i, call in enumerate(plan.calls)}
+        made = [expected.calls[index[id(call)]] for call in calls]
+        if broken:
+            made[-1] = replace(made[-1], ok=False, value=None, error_type="RuntimeError", error="no state")
+        return replace(expected, calls=made)
+
+    faithful = measure_again(plan, [COST_CHECK], expected, expected, replay, replay)
+    assert faithful.whole
+    unfaithful = measure_again(plan, [COST_CHECK], expected, expected, replay,
+                               lambda calls, batches: replay(calls, batches, broken=True))
+    assert not unfaithful.whole and unfaithful.expected is expected
 
 
 def test_a_figure_undecided_twice_stays_undecided_for_review(fixed_judge, course, tmp_path, monkeypatch):
