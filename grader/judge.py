@@ -47,7 +47,7 @@ from grader import own_errors
 from grader.matching import explain_by_confirmed
 from grader.sandbox import RunResult, Sandbox
 from grader.intake.submissions import assemble
-from grader.remeasure import Remeasured, judged_again, measure_again, undecided
+from grader.remeasure import Remeasured, judged_again, measure_again, taking, undecided
 from grader.references import InputSet, InputSets, check_batches, passing_seed, run_all, run_seeded
 from grader.suspects import Seen, explain, reconfirmed
 from grader.verdicts import ExerciseResult, Verdict  # noqa: F401 - imported from here by the grader's callers
@@ -226,14 +226,16 @@ class Judge:
                                  reveal=inputs.seed is not None and not (check.fixed_inputs or check.anchored))
 
         failures = {check.id: judged(check, run, expected) for check in plan.checks}
-        voiding = None   # a later run of the submission that tampered voids its grade
+        voiding, voided_in = None, ""   # a later run of the submission that tampered voids its grade
         if ids := undecided(failures):   # a figure too near its threshold: measured again, beside the reference's
             again = self._measure_again(exercise, folder, workdir, inputs, ids, run, expected)
             if again.whole:
-                run, expected = again.run, again.expected
-                failures.update({check.id: judged_again(failures[check.id], judged(check, run, expected))
+                failures.update({check.id: judged_again(failures[check.id], judged(check, again.run, again.expected))
                                  for check in plan.checks if check.id in ids})
-            voiding = again.again if again.again.status == "tampered" else None
+                # What follows (hints, replays, figures) reads the new calls only where a verdict came from them.
+                run, expected = taking(plan, ids, run, again.run), taking(plan, ids, expected, again.expected)
+            if again.again.status == "tampered":
+                voiding, voided_in = again.again, "in the measured calls made again: "
         # A raised exception told where, on what, and its message, from a replay on ungraded inputs.
         failures = own_errors.explain(self.sandbox, folder, exercise.module_name, plan, run, failures,
                                       per_submission=inputs.seed is not None)
@@ -245,10 +247,10 @@ class Judge:
         seen = Seen(inputs, run, expected, failures, passed)
         home, where = None if voiding else self._home(exercise, folder, workdir, seen, source, limits), True
         if home is not None and home.run.status == "tampered":
-            voiding = home.run
+            voiding, voided_in = home.run, "in the second run, on the fixed inputs: "
         if voiding is not None:   # its second run, or a measurement made again, voids the first
             run = replace(voiding, calls=[])
-            detail = " ".join(run.reason.split())[:DETAIL_LIMIT]
+            detail = (voided_in + " ".join(run.reason.split()))[:DETAIL_LIMIT]   # its call numbers are that run's
             failures = {check.id: check_failure(check, plan.slices[check.id], run, expected, source, limits)
                         for check in plan.checks}
             passed, home, where = set(), None, False   # its call there would tell of the fixed inputs

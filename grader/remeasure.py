@@ -21,7 +21,8 @@ outside. A run that breaks or comes back short keeps the first verdict
 grade, as the first run's would.
 
 In:  the plan, the first runs (submission's and reference's), the checks that could not tell.
-Out: the runs with the measured calls replaced, and the submission's new run.
+Out: the runs with the measured calls replaced, and the submission's new run; what
+     follows the verdicts reads the new calls of the checks judged again only (:func:`taking`).
 """
 from __future__ import annotations
 
@@ -82,6 +83,14 @@ def judged_again(first: Failure, again: Failure | None) -> Failure | None:
     if again is None or again.kind != COULD_NOT_TELL:
         return again
     return replace(again, detail=f"measured twice: {first.detail} | again: {again.detail}")
+
+
+def taking(plan: CheckPlan, check_ids: list[str], first: RunResult, again: RunResult) -> RunResult:
+    """``first`` with the calls of ``check_ids`` taken from ``again`` (a
+    whole plan's run): the checks judged again read their new calls, every
+    other check the first run's, which its verdict came from."""
+    ordered = [i for check_id in check_ids for i in range(plan.slices[check_id].start, plan.slices[check_id].stop)]
+    return _spliced(first, ordered, replace(again, calls=[again.calls[i] for i in ordered]))
 
 
 def _spliced(run: RunResult, ordered: list[int], part: RunResult) -> RunResult:

@@ -22,7 +22,7 @@ from grader.checks import checks_for
 from grader.course import REPO_ROOT, load_course
 from grader.course.pitfalls import load_variants
 from grader.intake.submissions import assemble
-from grader.remeasure import measure_again
+from grader.remeasure import measure_again, taking
 from grader.sandbox import RunResult, Sandbox
 
 COST_CHECK = "18-cache-cost"
@@ -118,6 +118,19 @@ def test_a_replay_whose_reference_differs_counts_for_nothing(fixed_judge, course
     assert not unfaithful.whole and unfaithful.expected is expected
 
 
+def test_what_follows_the_verdicts_reads_the_new_calls_of_the_checks_judged_again(fixed_judge, course, tmp_path):
+    """Hints, exception replays and figures read a check's calls from the run
+    its verdict came from: a submission that knows when it is measured again
+    could otherwise pair one run's verdict with another run's explanation."""
+    exercise = course.exercise("14")
+    plan, first = fixed_judge.plan(exercise), fixed_judge.expected(exercise, tmp_path)
+    again = replace(first, calls=[replace(call, value="made again") for call in first.calls])
+    taken = taking(plan, ["14-chunks-cost"], first, again)
+    chunks = plan.slices["14-chunks-cost"]
+    assert len(taken.calls) == len(first.calls)
+    assert all((call.value == "made again") == (chunks.start <= i < chunks.stop) for i, call in enumerate(taken.calls))
+
+
 def test_a_figure_undecided_twice_stays_undecided_for_review(fixed_judge, course, tmp_path, monkeypatch):
     """Measured again, it still says nothing: no point, no mistake, the
     instructor's review (the requirements on it wait, as before)."""
@@ -201,6 +214,7 @@ def test_a_measurement_made_again_that_breaks(fixed_judge, course, tmp_path, mon
     if status == "tampered":
         assert result.status == "tampered" and result.points == 0
         assert "during call" not in result.reason
+        assert result.detail.startswith("in the measured calls made again: ")   # its call numbers are that run's
     else:
         assert result.status == "graded" and _verdict(result, COST_CHECK).kind == "could not tell"
         assert result.points < result.max_points
