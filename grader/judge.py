@@ -165,15 +165,13 @@ class Judge:
         """The measured checks' calls made again for ``check_ids``, which could not tell: the
         submission's then the reference's (grader/remeasure.py), the submission's within the
         second run's clock."""
-        budget = max(SECOND_RUN_FACTOR * run.wall_s, SECOND_RUN_FLOOR_S)
-
         def runner(folder: Path, **limits: float):
             def measured(calls: list, batches: list[int]) -> RunResult:
                 self.input_sets.count("measured again")
                 return self._run_unless_killed(folder, exercise.module_name, calls, batches, **limits)
             return measured
 
-        return measure_again(inputs.plan, check_ids, run, expected, runner(folder, timeout_s=budget),
+        return measure_again(inputs.plan, check_ids, run, expected, runner(folder, timeout_s=second_run_clock(run)),
                              runner(self._folder(exercise, "reference", workdir)))
 
     def variant_results(self, exercise: Exercise, workdir: Path, seed: int | None = None,
@@ -318,10 +316,8 @@ class Judge:
             return None
         fixed, expected = self.input_set(exercise), self.expected(exercise, workdir)
         self.input_sets.count("submission")
-        # Its own run's time is the measure: code that hangs on the fixed inputs alone costs the class little.
-        budget = max(SECOND_RUN_FACTOR * seen.run.wall_s, SECOND_RUN_FLOOR_S)
-        run = run_seeded(fixed.plan, seen.inputs.plan, lambda: seen.run,
-                         functools.partial(self._run_unless_killed, folder, exercise.module_name, timeout_s=budget))
+        run = run_seeded(fixed.plan, seen.inputs.plan, lambda: seen.run, functools.partial(
+            self._run_unless_killed, folder, exercise.module_name, timeout_s=second_run_clock(seen.run)))
         plan = fixed.plan
         failures = {check.id: check_failure(check, plan.slices[check.id], run, expected, source, limits, plan.calls,
                                             reveal=False) for check in plan.checks}
@@ -357,6 +353,13 @@ class Judge:
 # this many times the first run's wall clock, or the floor, within the course's limit.
 SECOND_RUN_FACTOR = 3
 SECOND_RUN_FLOOR_S = 5.0
+
+
+def second_run_clock(first: RunResult) -> float:
+    """The wall clock of a later run of the submission (its second run, its measured calls made
+    again): its own first run's time is the measure, so code that hangs there alone costs the
+    class little (the sandbox keeps it within the course's limit)."""
+    return max(SECOND_RUN_FACTOR * first.wall_s, SECOND_RUN_FLOOR_S)
 
 # Failures that point at no mistake: a hint would be noise.
 NO_MISTAKE_TO_EXPLAIN = {"not_implemented", "not_run", "missing_name", "memory", "protocol", "tampered", COULD_NOT_TELL}

@@ -71,10 +71,10 @@ def measure_again(plan: CheckPlan, check_ids: list[str], run: RunResult, expecte
     theirs = reference(calls, batches)
     if theirs.status != "ok" or len(theirs.calls) != len(ordered):
         return Remeasured(run, expected, again, whole=False)
-    remeasured = _spliced(expected, ordered, theirs)
+    remeasured = _spliced(expected, ordered, theirs.calls)
     if any(first_failure(check, plan.slices[check.id], remeasured, expected) is not None for check in replayed):
         return Remeasured(run, expected, again, whole=False)   # not a faithful replay of the first run
-    return Remeasured(_spliced(run, ordered, again), remeasured, again, whole=True)
+    return Remeasured(_spliced(run, ordered, again.calls), remeasured, again, whole=True)
 
 
 def judged_again(first: Failure, again: Failure | None) -> Failure | None:
@@ -90,11 +90,12 @@ def taking(plan: CheckPlan, check_ids: list[str], first: RunResult, again: RunRe
     whole plan's run): the checks judged again read their new calls, every
     other check the first run's, which its verdict came from."""
     ordered = [i for check_id in check_ids for i in range(plan.slices[check_id].start, plan.slices[check_id].stop)]
-    return _spliced(first, ordered, replace(again, calls=[again.calls[i] for i in ordered]))
+    return _spliced(first, ordered, [again.calls[i] for i in ordered])
 
 
-def _spliced(run: RunResult, ordered: list[int], part: RunResult) -> RunResult:
+def _spliced(run: RunResult, ordered: list[int], results: list) -> RunResult:
+    """``run`` with its calls at ``ordered`` replaced by ``results``, in that order."""
     calls = list(run.calls)
-    for index, result in zip(ordered, part.calls):
+    for index, result in zip(ordered, results):
         calls[index] = result
     return replace(run, calls=calls)

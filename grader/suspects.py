@@ -71,13 +71,14 @@ def explain(course: Course, pitfalls: list[str], seen: Seen, check: Check, failu
     comparing; ``pitfalls``: the exercise's pitfall ids; ``catalogued``: those with a variant."""
     inputs, run, expected, passed, found = seen.inputs, seen.run, seen.expected, seen.passed, seen.found
     plan, calls = inputs.plan, inputs.plan.slices[check.id]
+    decided = seen.decided   # found once: the loops below ask for it per variant
 
     def fails(pitfall_id: str, other: Check) -> bool:
         return inputs.variant_failure(other, pitfall_id, found[pitfall_id][1], expected) is not None
 
     for pitfall_id, variant in variants.items():
         if pitfall_id not in found:
-            found[pitfall_id] = (evidence(seen.decided, plan.slices, run, variant, expected, passed,
+            found[pitfall_id] = (evidence(decided, plan.slices, run, variant, expected, passed,
                                           lambda other, p=pitfall_id, v=variant: inputs.variant_failure(
                                               other, p, v, expected) is not None), variant)
     evidences = {p: e for p, (e, _) in found.items()}
@@ -90,7 +91,7 @@ def explain(course: Course, pitfalls: list[str], seen: Seen, check: Check, failu
     candidates = [*ambiguous, *check.pitfalls]
     if failure.detail:  # it raised: pitfalls whose known error messages match say something too
         candidates += [p for p in pitfalls if error_matches(course, p, failure.detail)]
-    loose = unexplained(seen.decided, passed, evidences, fails)
+    loose = unexplained(decided, passed, evidences, fails)
     possible: list[str] = []
     for pitfall_id in dict.fromkeys(candidates):
         if len(possible) >= MAX_POSSIBLE:
@@ -102,7 +103,7 @@ def explain(course: Course, pitfalls: list[str], seen: Seen, check: Check, failu
             continue
         theirs = inputs.variant_failure(check, pitfall_id, variant, expected)
         if theirs is not None and same_signature(theirs.kind, failure.kind) \
-                and guess_fits(pitfall_id, seen.decided, loose, fails) and consistent(seen, pitfall_id, variant):
+                and guess_fits(pitfall_id, decided, loose, fails) and consistent(seen, pitfall_id, variant):
             possible.append(pitfall_id)
     return [], possible
 
